@@ -1,0 +1,126 @@
+// Schedule: the one description of tile traversal.
+//
+// For one batch entry (all heads share it) it enumerates the tile steps of a
+// pass in order, classifies each tile of the Tr x Tc grid against the mask,
+// and lists the transfers between HBM and on-chip memory (SRAM) each step
+// makes. The tiled executor, the simulator's counters, the stepper, the
+// visualizer and the lessons all walk this one object, so "the bytes the run
+// moved" and "the bytes the model predicts" are the same number by
+// construction.
+//
+//   Order::fa1       Algorithm 1 of FlashAttention: K_j, V_j outer, Q_i inner;
+//                    O_i, l_i, m_i are read from and written back to HBM at
+//                    every step (O kept normalized).
+//   Order::fa2       FlashAttention-2: Q_i outer, K_j, V_j inner; O_i, l_i, m_i
+//                    stay on chip, normalization deferred to the end, LSE stored.
+//   Order::backward  FlashAttention-2 backward: K_j, V_j outer, Q_i inner;
+//                    dK_j, dV_j on chip, P recomputed from LSE, dQ accumulated
+//                    in HBM (fp32), D = rowsum(dO o O) computed first.
+//
+// Step index k maps to a tile in O(1): fa2: (i, j) = (k / Tc, k % Tc);
+// fa1 and backward: (i, j) = (k % Tr, k / Tr).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashlab/problem.hpp"
+#include "tiling.hpp"
+
+namespace flashlab::tiled {
+
+enum class Order { fa1, fa2, backward };
+std::string to_string(Order order);
+Order parse_order(const std::string& name);  // "fa1" | "fa2" | "backward"
+
+// full: every element visible; partial: some masked; skipped: none visible.
+enum class TileKind { full, partial, skipped };
+std::string to_string(TileKind kind);
+
+// Tensors moved between HBM and on-chip memory.
+enum class TensorId { Q, K, V, O, l, m, LSE, dO, D, dQ, dK, dV, kCount };
+std::string to_string(TensorId tensor);
+constexpr int kTensorCount = static_cast<int>(TensorId::kCount);
+
+struct Transfer {
+  TensorId tensor;
+  bool store;        // false: HBM -> SRAM (load); true: SRAM -> HBM (store)
+  int64_t row0;      // first row of the block (a token row of Q/O/... or K/V)
+  int64_t rows;      // rows in the block
+  int64_t bytes;     // bytes moved for one head
+};
+
+struct TileStep {
+  int64_t index = 0;              // position in the pass
+  int64_t i = 0, j = 0;           // Q block, K/V block
+  int64_t row0 = 0, rows = 0;     // query rows [row0, row0 + rows)
+  int64_t col0 = 0, cols = 0;     // key rows   [col0, col0 + cols)
+  TileKind kind = TileKind::full;
+  int count = 0;                  // transfers used
+  std::array<Transfer, 8> transfers{};
+
+  const Transfer* begin() const { return transfers.data(); }
+  const Transfer* end() const { return transfers.data() + count; }
+};
+
+// Bytes per tensor, loads and stores, for one head.
+struct ByteCounts {
+  std::array<int64_t, kTensorCount> load{};
+  std::array<int64_t, kTensorCount> store{};
+  void add(const Transfer& t) { (t.store ? store : load)[static_cast<int>(t.tensor)] += t.bytes; }
+  int64_t total_load() const;
+  int64_t total_store() const;
+  bool operator==(const ByteCounts&) const = default;
+};
+
+class Schedule {
+ public:
+  Schedule(const Problem& problem, int64_t batch_index, Tiling tiling, Order order);
+
+  Order order() const { return order_; }
+  const Tiling& tiling() const { return tiling_; }
+  int64_t Tr() const { return Tr_; }
+  int64_t Tc() const { return Tc_; }
+  int64_t seqlen_q() const { return sq_; }
+  int64_t seqlen_k() const { return sk_; }
+  int64_t batch_index() const { return b_; }
+  int64_t steps() const { return Tr_ * Tc_; }
+
+  TileStep step(int64_t k) const;
+  TileKind classify(int64_t i, int64_t j) const;
+
+  // The non-skipped K/V blocks of Q block i are [kv_begin(i), kv_end(i)), and
+  // the non-skipped Q blocks of K/V block j are [q_begin(j), q_end(j)):
+  // the mask's visible band is contiguous, so these ranges have no holes.
+  int64_t kv_begin(int64_t i) const { return kv_range_[i].first; }
+  int64_t kv_end(int64_t i) const { return kv_range_[i].second; }
+  int64_t q_begin(int64_t j) const { return q_range_[j].first; }
+  int64_t q_end(int64_t j) const { return q_range_[j].second; }
+  int64_t q_rows(int64_t i) const;   // rows in Q block i
+  int64_t kv_rows(int64_t j) const;  // rows in K/V block j
+
+  // Whole-tensor transfers before the first and after the last step
+  // (FA1: initializing O, l, m; backward: D = rowsum(dO o O), dQ = 0, dQ's conversion).
+  std::vector<Transfer> prologue() const;
+  std::vector<Transfer> epilogue() const;
+
+  // The bytes one head of this batch entry moves over the whole pass,
+  // computed from the block ranges, without walking the steps.
+  ByteCounts closed_form() const;
+
+  int64_t tiles_skipped() const;
+
+ private:
+  void add_step_transfers(TileStep& s) const;
+
+  Problem problem_;
+  int64_t b_;
+  Tiling tiling_;
+  Order order_;
+  int64_t sq_, sk_, Tr_, Tc_;
+  int64_t elem_;  // bytes per element of Q, K, V, O, dO, dQ, dK, dV in HBM
+  std::vector<std::pair<int64_t, int64_t>> kv_range_, q_range_;
+};
+
+}  // namespace flashlab::tiled

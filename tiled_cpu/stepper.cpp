@@ -1,0 +1,162 @@
+#include "stepper.hpp"
+
+#include "flashlab/error.hpp"
+
+namespace flashlab::tiled {
+
+std::string to_string(Event::Kind kind) {
+  switch (kind) {
+    case Event::Kind::transfer: return "transfer";
+    case Event::Kind::tile_begin: return "tile_begin";
+    case Event::Kind::skip: return "skip";
+    case Event::Kind::scores: return "scores";
+    case Event::Kind::row_stats: return "row_stats";
+    case Event::Kind::rescale: return "rescale";
+    case Event::Kind::gradients: return "gradients";
+    case Event::Kind::tile_end: return "tile_end";
+  }
+  return "?";
+}
+
+void Recorder::on_transfer(const Where& w, const Transfer& t) {
+  Event e{Event::Kind::transfer, w, {}, t, {}, {}, {}};
+  events.push_back(std::move(e));
+}
+void Recorder::on_tile_begin(const Where& w, const TileStep& s) { events.push_back({Event::Kind::tile_begin, w, s, {}, {}, {}, {}}); }
+void Recorder::on_skip(const Where& w, const TileStep& s) { events.push_back({Event::Kind::skip, w, s, {}, {}, {}, {}}); }
+void Recorder::on_scores(const Where& w, const TileStep& s, const Tile& S) {
+  events.push_back({Event::Kind::scores, w, s, {}, S, {}, {}});
+}
+void Recorder::on_row_stats(const Where& w, const TileStep& s, const std::vector<RowStat>& r) {
+  events.push_back({Event::Kind::row_stats, w, s, {}, {}, {}, r});
+}
+void Recorder::on_rescale(const Where& w, const TileStep& s, const Tile& before, const Tile& after) {
+  events.push_back({Event::Kind::rescale, w, s, {}, before, after, {}});
+}
+void Recorder::on_gradients(const Where& w, const TileStep& s, const Tile& P, const Tile& dS) {
+  events.push_back({Event::Kind::gradients, w, s, {}, P, dS, {}});
+}
+void Recorder::on_tile_end(const Where& w, const TileStep& s) { events.push_back({Event::Kind::tile_end, w, s, {}, {}, {}, {}}); }
+
+namespace {
+void check_head(const Problem& p, int64_t b, int64_t h) {
+  p.validate();
+  if (b < 0 || b >= p.batch || h < 0 || h >= p.heads_q)
+    throw Error("stepper: head (" + std::to_string(b) + ", " + std::to_string(h) + ") is outside batch " +
+                std::to_string(p.batch) + " x heads " + std::to_string(p.heads_q));
+}
+}  // namespace
+
+Stepper::Stepper(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, Tiling tiling, Order order,
+                 int64_t b, int64_t h)
+    : p_(p), q_(q), k_(k), v_(v), tiling_(tiling), order_(order), b_(b), h_(h) {
+  check_head(p, b, h);
+  if (order == Order::backward) throw Error("stepper: a backward walk needs O, LSE and dO");
+  restart();
+}
+
+Stepper::Stepper(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                 const Tensor& lse, const Tensor& d_o, Tiling tiling, int64_t b, int64_t h)
+    : p_(p), q_(q), k_(k), v_(v), o_(o), lse_(lse), d_o_(d_o), tiling_(tiling), order_(Order::backward), b_(b), h_(h) {
+  check_head(p, b, h);
+  restart();
+}
+
+void Stepper::restart() {
+  buf_ = std::make_unique<Buffers>(order_ == Order::backward
+                                       ? Buffers::for_backward(p_, q_, k_, v_, o_, lse_, d_o_)
+                                       : Buffers::for_forward(p_, q_, k_, v_, order_));
+  run_ = std::make_unique<HeadRun>(p_, *buf_, b_, h_, tiling_, order_);
+  Recorder rec;
+  run_->prologue(&rec);
+  prologue_events_ = std::move(rec.events);
+  bytes_ = {};
+  for (const Event& e : prologue_events_) bytes_.add(e.transfer);
+  next_ = 0;
+  tile_events_.clear();
+  event_cursor_ = -1;
+  history_.clear();
+  history_bytes_ = 0;
+}
+
+size_t Stepper::snapshot_bytes(const HeadRun::Snapshot& s) const {
+  const Sram& m = s.sram;
+  size_t floats = m.Q.size() + m.K.size() + m.V.size() + m.O.size() + m.dO.size() + m.dK.size() + m.dV.size() +
+                  m.dQ.size() + m.m.size() + m.l.size() + m.lse.size() + m.D.size();
+  for (const auto& r : s.rows) floats += r.second.size();
+  return floats * sizeof(float) + sizeof(Undo);
+}
+
+bool Stepper::next_tile() {
+  if (done()) return false;
+  const TileStep st = schedule().step(next_);
+  Undo undo{run_->snapshot(st), bytes_};
+  history_bytes_ += snapshot_bytes(undo.snap);
+  history_.push_back(std::move(undo));
+  while (history_bytes_ > history_cap_ && history_.size() > 1) {
+    history_bytes_ -= snapshot_bytes(history_.front().snap);
+    history_.pop_front();
+  }
+  Recorder rec;
+  run_->step(next_, &rec);
+  ++next_;
+  if (done()) run_->epilogue(&rec);  // the epilogue's transfers belong to the last step
+  for (const Event& e : rec.events)
+    if (e.kind == Event::Kind::transfer) bytes_.add(e.transfer);
+  tile_events_ = std::move(rec.events);
+  event_cursor_ = -1;
+  return true;
+}
+
+bool Stepper::prev_tile() {
+  if (next_ == 0) return false;
+  if (history_.empty()) {  // the snapshot was dropped to keep memory bounded: replay
+    seek(next_ - 1);
+    return true;
+  }
+  run_->restore(history_.back().snap);
+  bytes_ = history_.back().bytes_before;
+  history_bytes_ -= snapshot_bytes(history_.back().snap);
+  history_.pop_back();
+  --next_;
+  if (next_ == 0) {
+    tile_events_.clear();
+    event_cursor_ = -1;
+  } else {  // re-derive the events of the step now last, from the state before it
+    const int64_t target = next_ - 1;
+    if (!history_.empty()) {
+      run_->restore(history_.back().snap);
+      bytes_ = history_.back().bytes_before;
+      history_bytes_ -= snapshot_bytes(history_.back().snap);
+      history_.pop_back();
+      next_ = target;
+      next_tile();
+    } else {
+      seek(next_);
+    }
+  }
+  return true;
+}
+
+void Stepper::seek(int64_t tile) {
+  if (tile < 0 || tile > schedule().steps())
+    throw Error("stepper: tile " + std::to_string(tile) + " is outside 0.." + std::to_string(schedule().steps()));
+  if (tile < next_) restart();
+  while (next_ < tile) next_tile();
+}
+
+const Event* Stepper::next_event() {
+  if (event_cursor_ + 1 < static_cast<int64_t>(tile_events_.size())) return &tile_events_[++event_cursor_];
+  if (!next_tile()) return nullptr;
+  event_cursor_ = 0;
+  return tile_events_.empty() ? nullptr : &tile_events_[0];
+}
+
+const Event* Stepper::prev_event() {
+  if (event_cursor_ > 0) return &tile_events_[--event_cursor_];
+  if (!prev_tile() || tile_events_.empty()) return nullptr;
+  event_cursor_ = static_cast<int64_t>(tile_events_.size()) - 1;
+  return &tile_events_[event_cursor_];
+}
+
+}  // namespace flashlab::tiled
