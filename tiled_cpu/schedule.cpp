@@ -272,3 +272,13 @@ Tiling Tiling::from_sram(int64_t M, int64_t d) {
 }
 
 }  // namespace flashlab::tiled
+
+namespace flashlab::tiled {
+
+NaiveBytes naive_bytes(const Problem& p, int64_t b) {
+  const int64_t e = bytes_per_element(p.dtype), sq = p.len_q(b), sk = p.len_k(b);
+  const int64_t qk = (sq + sk) * p.head_dim * e, s = sq * sk * e;
+  return {qk + s + s + sk * p.dv() * e, s + s + sq * p.dv() * e};
+}
+
+}  // namespace flashlab::tiled

@@ -58,7 +58,7 @@ struct TileStep {
   int64_t col0 = 0, cols = 0;     // key rows   [col0, col0 + cols)
   TileKind kind = TileKind::full;
   int count = 0;                  // transfers used
-  std::array<Transfer, 8> transfers{};
+  std::array<Transfer, 10> transfers{};  // FA1 uses the most: 9
 
   const Transfer* begin() const { return transfers.data(); }
   const Transfer* end() const { return transfers.data() + count; }
@@ -122,5 +122,17 @@ class Schedule {
   int64_t elem_;  // bytes per element of Q, K, V, O, dO, dQ, dK, dV in HBM
   std::vector<std::pair<int64_t, int64_t>> kv_range_, q_range_;
 };
+
+}  // namespace flashlab::tiled
+
+namespace flashlab::tiled {
+
+// HBM bytes of standard attention (FlashAttention paper, Algorithm 0) for one
+// head of batch entry b: read Q, K; write S; read S; write P; read P, V;
+// write O. S and P are sq x sk in the input dtype.
+struct NaiveBytes {
+  int64_t read = 0, write = 0;
+};
+NaiveBytes naive_bytes(const Problem& p, int64_t b);
 
 }  // namespace flashlab::tiled

@@ -110,30 +110,30 @@ bool Stepper::next_tile() {
 
 bool Stepper::prev_tile() {
   if (next_ == 0) return false;
-  if (history_.empty()) {  // the snapshot was dropped to keep memory bounded: replay
-    seek(next_ - 1);
-    return true;
-  }
-  run_->restore(history_.back().snap);
-  bytes_ = history_.back().bytes_before;
-  history_bytes_ -= snapshot_bytes(history_.back().snap);
-  history_.pop_back();
-  --next_;
-  if (next_ == 0) {
+  const int64_t target = next_ - 1;
+  auto pop = [this] {
+    Undo undo = std::move(history_.back());
+    history_bytes_ -= snapshot_bytes(undo.snap);
+    history_.pop_back();
+    return undo;
+  };
+  if (target == 0 && !history_.empty()) {  // back to the start: nothing was run yet
+    Undo undo = pop();
+    run_->restore(undo.snap);
+    bytes_ = undo.bytes_before;
+    next_ = 0;
     tile_events_.clear();
     event_cursor_ = -1;
-  } else {  // re-derive the events of the step now last, from the state before it
-    const int64_t target = next_ - 1;
-    if (!history_.empty()) {
-      run_->restore(history_.back().snap);
-      bytes_ = history_.back().bytes_before;
-      history_bytes_ -= snapshot_bytes(history_.back().snap);
-      history_.pop_back();
-      next_ = target;
-      next_tile();
-    } else {
-      seek(next_);
-    }
+  } else if (history_.size() >= 2) {  // undo two steps, then redo one to recover its events
+    pop();
+    Undo undo = pop();
+    run_->restore(undo.snap);
+    bytes_ = undo.bytes_before;
+    next_ = target - 1;
+    next_tile();
+  } else {  // the snapshots were dropped to keep memory bounded: replay from the start
+    restart();
+    while (next_ < target) next_tile();
   }
   return true;
 }

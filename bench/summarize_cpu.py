@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Turns flashlab_bench_cpu's JSON into the markdown summary bench/run_cpu.sh commits.
+
+    python3 bench/summarize_cpu.py RESULTS.json [--background-cores X] > summary.md
+
+Every number in the summary comes from the JSON (and --background-cores,
+which run_cpu.sh measures); the acceptance lines are computed, not typed.
+Standard library only.
+"""
+import argparse
+import json
+import sys
+
+# The issue's acceptance criteria for tiled FA2 forward (default tiling).
+MIN_N_FOR_REFERENCE_CHECK = 2048    # tiled >= reference for N >= this
+MIN_FRACTION_OF_CEILING = 0.5       # tiled >= this x the best Eigen GEMM
+
+
+def parse_name(name):
+    """'forward/tiled_fa2/Br:64/Bc:128/N:1024/d:64/process_time/real_time'
+    -> ('forward/tiled_fa2', {'Br': 64, 'Bc': 128, 'N': 1024, 'd': 64})"""
+    case, params = [], {}
+    for part in name.split("/"):
+        if ":" in part:
+            key, value = part.split(":", 1)
+            params[key] = int(value)
+        elif part not in ("process_time", "real_time"):
+            case.append(part)
+    return "/".join(case), params
+
+
+def load(path):
+    with open(path) as f:
+        data = json.load(f)
+    rows = []
+    for b in data["benchmarks"]:
+        if b.get("run_type", "iteration") != "iteration":
+            continue  # aggregates (mean, median) of --benchmark_repetitions runs
+        case, params = parse_name(b["name"])
+        row = {"case": case, **params, "error": b.get("error_message") if b.get("error_occurred") else None}
+        if not row["error"]:
+            to_ms = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b["time_unit"]]
+            row.update(gflops=b["GFLOP/s"], peak_mib=b["peak_MiB"], ms=b["real_time"] * to_ms,
+                       cores_busy=b["cpu_time"] / b["real_time"])
+        rows.append(row)
+    return data["context"], rows
+
+
+def fmt(x, digits=1):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def describe_caches(caches):
+    """Google Benchmark's cache list -> 'L1d 48 KiB, L1i 64 KiB, L2 2048 KiB, L3 491520 KiB'."""
+    kind = {"Data": "d", "Instruction": "i"}
+    return ", ".join(f"L{c['level']}{kind.get(c['type'], '')} {c['size'] // 1024} KiB" for c in caches)
+
+
+def short_error(message):
+    # The reference's refusal names the bytes it would need; keep the MiB part.
+    if "would need" in message and "MiB" in message:
+        need = message.split("(", 1)[1].split(")", 1)[0]
+        return f"skipped: reference would need {need} (over its 4 GiB budget)"
+    return "skipped: " + message
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("json")
+    ap.add_argument("--background-cores", type=float, default=None,
+                    help="cores other processes used during the run (run_cpu.sh measures it)")
+    args = ap.parse_args()
+    ctx, rows = load(args.json)
+    ok = [r for r in rows if not r["error"]]
+
+    def find(case_prefix, **params):
+        for r in ok:
+            if r["case"].startswith(case_prefix) and all(r.get(k) == v for k, v in params.items()):
+                return r
+        return None
+
+    gemms = [r for r in ok if r["case"] == "ceiling/eigen_gemm"]
+    tile_gemms = [r for r in ok if r["case"] == "ceiling/eigen_tile_gemm"]
+    if not gemms:
+        sys.exit("summarize_cpu: the JSON has no ceiling/eigen_gemm results; run without a filter that drops them")
+    ceiling = max(gemms, key=lambda r: r["gflops"])
+    fwd = [r for r in ok if r["case"] == "forward/tiled_fa2"]
+    default_tiling = f"{fwd[0]['Br']}x{fwd[0]['Bc']}" if fwd else "?"
+    out = []
+    w = out.append
+
+    # ---- header: when, where, how loaded
+    w(f"# CPU benchmark, {ctx.get('date', '?')[:10]}")
+    w("")
+    w(f"- Machine: {ctx.get('cpu_model', '?')}, {ctx.get('num_cpus', '?')} cores at "
+      f"{ctx.get('mhz_per_cpu', '?')} MHz; caches: {describe_caches(ctx.get('caches', []))}")
+    w(f"- Threads: {ctx.get('omp_threads', '?')} OpenMP threads (all cores) for every case; "
+      f"Eigen GEMM threads {ctx.get('eigen_threads', '?')}; Eigen SIMD: {ctx.get('eigen_simd', '?')}")
+    load_avg = ", ".join(f"{x:.2f}" for x in ctx.get("load_avg", []))
+    bg = "not measured" if args.background_cores is None else f"{args.background_cores:.2f} cores"
+    w(f"- Other processes during the run: {bg} on average (load average at start: {load_avg})")
+    w(f"- FLOPs: {ctx.get('flops_convention', '?')}; GFLOP/s over wall time. Peak MiB: growth of the "
+      f"process's peak RSS during the timed calls, over the inputs. Cores busy: process CPU time / wall time.")
+    if ctx.get("library_build_type") == "debug":
+        w("- Google Benchmark reports its own library as a debug build (Debian's package); it only times, "
+          "the measured code is Release with -march=native.")
+    w(f"- Ceiling: the best Eigen GEMM below, {ceiling['gflops']:.1f} GFLOP/s "
+      f"(M={ceiling['M']} K={ceiling['K']} N={ceiling['N']}).")
+    w("")
+
+    # ---- acceptance, computed
+    w(f"## Acceptance (tiled FA2 forward, default tiling {default_tiling})")
+    w("")
+    vs_ref = []
+    for r in fwd:
+        ref = find("forward/reference", N=r["N"], d=r["d"])
+        if r["N"] >= MIN_N_FOR_REFERENCE_CHECK and ref:
+            vs_ref.append((r, ref))
+    all_faster = bool(vs_ref) and all(t["gflops"] >= ref["gflops"] for t, ref in vs_ref)
+    slower = [f"N={t['N']} d={t['d']}" for t, ref in vs_ref if t["gflops"] < ref["gflops"]]
+    w(f"- At least as fast as the naive reference for N >= {MIN_N_FOR_REFERENCE_CHECK} "
+      f"(sizes where the reference runs): **{'PASS' if all_faster else 'FAIL'}**"
+      + ("" if all_faster else f" (slower at {', '.join(slower) or 'no comparable size'})"))
+    best = max(fwd, key=lambda r: r["gflops"]) if fwd else None
+    if best:
+        frac = best["gflops"] / ceiling["gflops"]
+        w(f"- At least {MIN_FRACTION_OF_CEILING:.0%} of the Eigen GEMM ceiling: "
+          f"**{'PASS' if frac >= MIN_FRACTION_OF_CEILING else 'FAIL'}**: best {best['gflops']:.1f} GFLOP/s "
+          f"(N={best['N']} d={best['d']}) = {frac:.0%} of {ceiling['gflops']:.1f}")
+    sweep = [r for r in ok if r["case"].startswith("sweep/")]
+    if sweep:
+        top = max(sweep, key=lambda r: r["gflops"])
+        base = find("sweep/", Br=fwd[0]["Br"], Bc=fwd[0]["Bc"], d=top["d"]) if fwd else None
+        gain = f", {top['gflops'] / base['gflops']:.2f}x the default at that d" if base else ""
+        w(f"- Best tiling in the sweep (N={top['N']}): Br={top['Br']} Bc={top['Bc']} at d={top['d']}, "
+          f"{top['gflops']:.1f} GFLOP/s = {top['gflops'] / ceiling['gflops']:.0%} of the ceiling{gain}")
+    w("")
+
+    # ---- tiled forward against its two baselines
+    w("## Tiled FA2 forward against the ceiling and the reference")
+    w("")
+    w("| N | d | tiled GFLOP/s | reference GFLOP/s | tiled / reference | tiled / GEMM ceiling | tiled / tile-GEMM (same d) |")
+    w("|---:|---:|---:|---:|---:|---:|---:|")
+    for r in fwd:
+        ref = find("forward/reference", N=r["N"], d=r["d"])
+        tile = next((t for t in tile_gemms if t["d"] == r["d"]), None)
+        of_tile = f"{r['gflops'] / tile['gflops']:.0%}" if tile else "-"
+        w(f"| {r['N']} | {r['d']} | {r['gflops']:.1f} | {fmt(ref and ref['gflops'])} | "
+          f"{fmt(ref and r['gflops'] / ref['gflops'], 2)} | {r['gflops'] / ceiling['gflops']:.0%} | {of_tile} |")
+    w("")
+
+    # ---- every attention case
+    w("## All attention cases")
+    w("")
+    w("| case | N | d | GFLOP/s | peak MiB | cores busy | ms / call |")
+    w("|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        if not (r["case"].startswith("forward/") or r["case"].startswith("backward/")):
+            continue
+        if r["error"]:
+            w(f"| {r['case']} | {r['N']} | {r['d']} | {short_error(r['error'])} | | | |")
+        else:
+            w(f"| {r['case']} | {r['N']} | {r['d']} | {r['gflops']:.1f} | {r['peak_mib']:.1f} | "
+              f"{r['cores_busy']:.2f} | {r['ms']:.1f} |")
+    w("")
+
+    # ---- ceiling
+    w("## Ceiling: Eigen GEMM, fp32, row-major")
+    w("")
+    w("| case | shape | GFLOP/s | cores busy |")
+    w("|---|---|---:|---:|")
+    for r in gemms:
+        w(f"| eigen_gemm, all cores | M={r['M']} K={r['K']} N={r['N']} | {r['gflops']:.1f} | {r['cores_busy']:.2f} |")
+    for r in tile_gemms:
+        w(f"| eigen_tile_gemm, one per core | S=QK^T and O+=PV at Br={r['Br']} Bc={r['Bc']} d={r['d']} | "
+          f"{r['gflops']:.1f} | {r['cores_busy']:.2f} |")
+    w("")
+
+    # ---- tiling sweep
+    if sweep:
+        w(f"## Tiling sweep: tiled FA2 forward, N = {sweep[0]['N']}")
+        w("")
+        w("| Br x Bc | d | GFLOP/s | vs default | of ceiling |")
+        w("|---|---:|---:|---:|---:|")
+        for r in sorted(sweep, key=lambda r: (r["d"], r["Br"], r["Bc"])):
+            base = find("sweep/", Br=fwd[0]["Br"], Bc=fwd[0]["Bc"], d=r["d"]) if fwd else None
+            w(f"| {r['Br']} x {r['Bc']} | {r['d']} | {r['gflops']:.1f} | "
+              f"{fmt(base and r['gflops'] / base['gflops'], 2)} | {r['gflops'] / ceiling['gflops']:.0%} |")
+        w("")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

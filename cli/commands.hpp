@@ -1,0 +1,18 @@
+// One function per `flashlab` subcommand; main.cpp wires them to CLI11.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include "check.hpp"
+
+namespace flashlab::cli {
+
+void add_check(CLI::App& app);
+void add_run(CLI::App& app);
+void add_step(CLI::App& app);
+void add_trace(CLI::App& app);
+void add_tour(CLI::App& app);
+
+// Prints (table) or dumps (json) the check of every implementation; true when all pass.
+bool run_check(const Problem& p, harness::Pass pass, uint64_t seed, double logit_scale, bool json);
+
+}  // namespace flashlab::cli

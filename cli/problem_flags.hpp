@@ -1,0 +1,30 @@
+// The problem flags every subcommand shares, bound to a CLI11 (sub)command,
+// and their conversion to a validated Problem.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "check.hpp"
+#include "flashlab/problem.hpp"
+
+namespace flashlab::cli {
+
+struct ProblemFlags {
+  int64_t batch = 1, heads = 1, kv_heads = 0;  // kv_heads 0: same as heads
+  int64_t seqlen = 0, seqlen_q = 0, seqlen_k = 0;
+  int64_t hdim = 64;
+  bool causal = false;
+  std::string window;  // "L,R"
+  double softcap = 0, dropout = 0;
+  bool alibi = false;
+  uint64_t seed = 0;
+  std::string dtype = "fp32";
+  std::string pass = "fwd";
+  int64_t default_seqlen = 256;
+
+  void add_to(CLI::App& app, bool with_pass = true);
+  Problem problem() const;  // throws flashlab::Error
+  harness::Pass parsed_pass() const { return harness::parse_pass(pass); }
+};
+
+}  // namespace flashlab::cli

@@ -1,0 +1,124 @@
+#include "check.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "attention_reference.hpp"
+#include "flashlab/error.hpp"
+
+namespace flashlab::harness {
+
+Pass parse_pass(const std::string& name) {
+  if (name == "fwd") return Pass::fwd;
+  if (name == "bwd") return Pass::bwd;
+  if (name == "fwd+bwd") return Pass::fwd_bwd;
+  throw Error("unknown pass '" + name + "': expected fwd, bwd or fwd+bwd");
+}
+
+std::string to_string(Pass pass) {
+  switch (pass) {
+    case Pass::fwd: return "fwd";
+    case Pass::bwd: return "bwd";
+    case Pass::fwd_bwd: return "fwd+bwd";
+  }
+  return "?";
+}
+
+Inputs random_inputs(const Problem& p, uint64_t seed, double logit_scale) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto fill = [&](std::vector<int64_t> shape, double scale) {
+    Tensor t(std::move(shape));
+    for (float& x : t.data) x = round_to(p.dtype, static_cast<float>(scale * normal(rng)));
+    return t;
+  };
+  Inputs in;
+  in.q = fill(p.q_shape(), logit_scale);
+  in.k = fill(p.k_shape(), 1.0);
+  in.v = fill(p.v_shape(), 1.0);
+  in.d_o = fill(p.o_shape(), 1.0);
+  return in;
+}
+
+double max_abs_error(const Tensor& out, const TensorD& oracle) {
+  if (out.shape != oracle.shape) return std::numeric_limits<double>::infinity();
+  double worst = 0;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const double a = out[i], b = oracle[i];
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::infinity();
+    if (std::isinf(a) || std::isinf(b)) {
+      if (a != b) return std::numeric_limits<double>::infinity();
+      continue;
+    }
+    worst = std::max(worst, std::abs(a - b));
+  }
+  return worst;
+}
+
+Baseline compute_baseline(const Problem& p, const Inputs& in, Pass pass) {
+  Baseline base;
+  auto o64 = reference::forward_fp64(p, in.q, in.k, in.v);
+  auto low = reference::forward_lowp(p, in.q, in.k, in.v);
+  base.o = std::move(o64.o);
+  base.lse = std::move(o64.lse);
+  base.err_o = max_abs_error(low.o, base.o);
+  base.err_lse = max_abs_error(low.lse, base.lse);
+  if (has_bwd(pass)) {
+    auto g64 = reference::backward_fp64(p, in.q, in.k, in.v, in.d_o);
+    auto glow = reference::backward_lowp(p, in.q, in.k, in.v, in.d_o);
+    base.dq = std::move(g64.dq);
+    base.dk = std::move(g64.dk);
+    base.dv = std::move(g64.dv);
+    base.err_dq = max_abs_error(glow.dq, base.dq);
+    base.err_dk = max_abs_error(glow.dk, base.dk);
+    base.err_dv = max_abs_error(glow.dv, base.dv);
+  }
+  return base;
+}
+
+bool CheckResult::pass() const {
+  if (!skipped.empty()) return true;
+  for (const auto& f : fields)
+    if (!f.pass) return false;
+  return !fields.empty();
+}
+
+CheckResult check(const Implementation& impl, const Problem& p, const Inputs& in, const Baseline& base, Pass pass) {
+  CheckResult result;
+  result.impl = impl.name;
+  result.skipped = impl.unsupported(p);
+  if (!result.skipped.empty()) return result;
+  if (has_bwd(pass) && !impl.has_backward) {
+    result.skipped = "skipped: no backward pass";
+    return result;
+  }
+  constexpr double kFactor = 2.0, kVarlenGradFactor = 3.0, kAbsolute = 1e-5;
+  auto field = [&](const char* name, const Tensor& out, const TensorD& oracle, double baseline_err, double factor) {
+    const double err = max_abs_error(out, oracle);
+    const double tol = factor * baseline_err + kAbsolute;
+    result.fields.push_back({name, err, tol, err <= tol});
+  };
+  using clock = std::chrono::steady_clock;
+  // The forward runs for either pass: backward consumes its O and LSE, as a training step would.
+  const auto t0 = clock::now();
+  ForwardOut f = impl.forward(p, in.q, in.k, in.v);
+  result.fwd_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  if (has_fwd(pass)) {
+    field("O", f.o, base.o, base.err_o, kFactor);
+    field("LSE", f.lse, base.lse, base.err_lse, kFactor);
+  }
+  if (has_bwd(pass)) {
+    const auto t1 = clock::now();
+    BackwardOut g = impl.backward(p, in.q, in.k, in.v, f.o, f.lse, in.d_o);
+    result.bwd_seconds = std::chrono::duration<double>(clock::now() - t1).count();
+    const double factor = p.varlen() ? kVarlenGradFactor : kFactor;
+    field("dQ", g.dq, base.dq, base.err_dq, factor);
+    field("dK", g.dk, base.dk, base.err_dk, factor);
+    field("dV", g.dv, base.dv, base.err_dv, factor);
+  }
+  return result;
+}
+
+}  // namespace flashlab::harness

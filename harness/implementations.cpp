@@ -1,0 +1,83 @@
+#include "implementations.hpp"
+
+#include "attention_reference.hpp"
+#include "device.hpp"
+#include "executor.hpp"
+#include "flashlab/error.hpp"
+
+namespace flashlab::harness {
+namespace {
+
+std::vector<Implementation> build() {
+  std::vector<Implementation> list;
+
+  list.push_back({
+      "reference",
+      "naive attention in the input precision: S and P materialized (the baseline the tolerance is set by)",
+      true,
+      false,
+      [](const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v) {
+        auto r = reference::forward_lowp(p, q, k, v);
+        return ForwardOut{std::move(r.o), std::move(r.lse)};
+      },
+      [](const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&, const Tensor&,
+         const Tensor& d_o) {
+        auto r = reference::backward_lowp(p, q, k, v, d_o);
+        return BackwardOut{std::move(r.dq), std::move(r.dk), std::move(r.dv)};
+      },
+      [](const Problem& p) {
+        try {
+          reference::check_memory(p, reference::Precision::input, true, {});
+          return std::string();
+        } catch (const Error& e) {
+          return std::string("skipped: ") + e.what();
+        }
+      },
+  });
+
+  for (tiled::Order order : {tiled::Order::fa1, tiled::Order::fa2}) {
+    const bool fa1 = order == tiled::Order::fa1;
+    list.push_back({
+        fa1 ? "tiled-fa1" : "tiled-fa2",
+        fa1 ? "tiled online softmax, FA1 order: K/V blocks outer, O/l/m round trips through HBM"
+            : "tiled online softmax, FA2 order: Q blocks outer, normalization deferred, LSE stored",
+        true,
+        false,
+        [order](const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v) {
+          auto r = tiled::forward(p, q, k, v, tiled::kCpuDefault, order);
+          return ForwardOut{std::move(r.o), std::move(r.lse)};
+        },
+        [](const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
+           const Tensor& d_o) {
+          auto r = tiled::backward(p, q, k, v, o, lse, d_o, tiled::kCpuDefault);
+          return BackwardOut{std::move(r.dq), std::move(r.dk), std::move(r.dv)};
+        },
+        [](const Problem&) { return std::string(); },
+    });
+  }
+
+  // GPU implementations register here (gpu-standard, gpu-fa1-minimal, gpu-fa2, gpu-fa3)
+  // as they land; each reports "skipped: no CUDA device" where there is none.
+  return list;
+}
+
+}  // namespace
+
+const std::vector<Implementation>& implementations() {
+  static const std::vector<Implementation> list = build();
+  return list;
+}
+
+std::string implementation_names() {
+  std::string names;
+  for (const auto& impl : implementations()) names += (names.empty() ? "" : ", ") + impl.name;
+  return names;
+}
+
+const Implementation& find_implementation(const std::string& name) {
+  for (const auto& impl : implementations())
+    if (impl.name == name) return impl;
+  throw Error("unknown implementation '" + name + "': expected one of " + implementation_names());
+}
+
+}  // namespace flashlab::harness

@@ -1,0 +1,39 @@
+// The registry of attention implementations and the one rule they are
+// checked by. Every implementation, CPU or GPU, has the same two entry
+// points; adding one is one entry in implementations.cpp.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "flashlab/problem.hpp"
+#include "flashlab/tensor.hpp"
+
+namespace flashlab::harness {
+
+struct ForwardOut {
+  Tensor o, lse;
+};
+struct BackwardOut {
+  Tensor dq, dk, dv;
+};
+
+struct Implementation {
+  std::string name;         // what --impl takes: reference, tiled-fa1, tiled-fa2, gpu-...
+  std::string description;  // one line
+  bool has_backward = true;
+  bool needs_gpu = false;
+  std::function<ForwardOut(const Problem&, const Tensor& q, const Tensor& k, const Tensor& v)> forward;
+  std::function<BackwardOut(const Problem&, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                            const Tensor& lse, const Tensor& d_o)>
+      backward;
+  // "" when this implementation can run the problem here, else why not
+  // (e.g. "skipped: no CUDA device", "head_dim 59 unsupported").
+  std::function<std::string(const Problem&)> unsupported;
+};
+
+const std::vector<Implementation>& implementations();
+const Implementation& find_implementation(const std::string& name);  // throws Error listing the names
+std::string implementation_names();                                 // "reference, tiled-fa1, ..."
+
+}  // namespace flashlab::harness

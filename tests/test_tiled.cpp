@@ -1,0 +1,222 @@
+// The schedule and the tiled executor: byte counts, tile classification, the
+// online-softmax invariant, and the stepper.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "check.hpp"
+#include "executor.hpp"
+#include "stepper.hpp"
+
+using namespace flashlab;
+using namespace flashlab::tiled;
+
+namespace {
+
+Problem make(int64_t sq, int64_t sk, int64_t d, bool causal) {
+  Problem p;
+  p.heads_q = p.heads_kv = 1;
+  p.seqlen_q = sq;
+  p.seqlen_k = sk;
+  p.head_dim = d;
+  p.causal = causal;
+  p.dtype = DType::bf16;
+  return p;
+}
+
+std::vector<Problem> byte_problems() {
+  std::vector<Problem> ps = {make(256, 256, 64, false), make(250, 190, 32, false), make(256, 256, 64, true),
+                             make(300, 100, 64, true), make(100, 300, 64, true)};
+  Problem w = make(333, 1000, 80, true);
+  w.window_left = 128;
+  ps.push_back(w);
+  Problem v = make(97, 97, 64, false);
+  v.batch = 3;
+  v.cu_seqlens_q = {0, 10, 60, 97};
+  v.cu_seqlens_k = {0, 40, 41, 97};
+  v.causal = true;
+  ps.push_back(v);
+  return ps;
+}
+
+}  // namespace
+
+TEST_CASE("the bytes the executor's events report equal the schedule's closed-form counts") {
+  for (const Problem& p : byte_problems())
+    for (Order order : {Order::fa1, Order::fa2, Order::backward}) {
+      CAPTURE(p.describe());
+      CAPTURE(to_string(order));
+      const auto in = harness::random_inputs(p, 3);
+      const Tiling tiling{32, 64};
+      ByteCounter counter;
+      if (order == Order::backward) {
+        const auto f = forward(p, in.q, in.k, in.v, tiling, Order::fa2);
+        backward(p, in.q, in.k, in.v, f.o, f.lse, in.d_o, tiling, &counter);
+      } else {
+        forward(p, in.q, in.k, in.v, tiling, order, &counter);
+      }
+      ByteCounts expected;
+      for (int64_t b = 0; b < p.batch; ++b) {
+        const ByteCounts c = Schedule(p, b, tiling, order).closed_form();
+        for (int t = 0; t < kTensorCount; ++t) {
+          expected.load[t] += c.load[t] * p.heads_q;
+          expected.store[t] += c.store[t] * p.heads_q;
+        }
+      }
+      CHECK(counter.counts == expected);
+    }
+}
+
+TEST_CASE("without a mask the counts are the papers' formulas") {
+  const int64_t N = 1024, d = 64, Br = 64, Bc = 128, e = 2;  // bf16
+  const Problem p = make(N, N, d, false);
+  const int64_t Tr = N / Br, Tc = N / Bc;
+  const auto idx = [](TensorId t) { return static_cast<int>(t); };
+  const ByteCounts fa2 = Schedule(p, 0, {Br, Bc}, Order::fa2).closed_form();
+  CHECK(fa2.load[idx(TensorId::Q)] == N * d * e);            // Q read once
+  CHECK(fa2.load[idx(TensorId::K)] == Tr * N * d * e);       // K, V read once per Q block
+  CHECK(fa2.store[idx(TensorId::O)] == N * d * e);           // O written once
+  const ByteCounts fa1 = Schedule(p, 0, {Br, Bc}, Order::fa1).closed_form();
+  CHECK(fa1.load[idx(TensorId::K)] == N * d * e);            // K, V read once
+  CHECK(fa1.load[idx(TensorId::Q)] == Tc * N * d * e);       // Q, O read once per K/V block
+  CHECK(fa1.store[idx(TensorId::O)] == (Tc + 1) * N * d * e);  // ... and O written back (+ its initialization)
+}
+
+TEST_CASE("tile classification agrees with the mask element by element") {
+  Problem p = make(333, 1000, 16, true);
+  p.window_left = 128;
+  for (int64_t b = 0; b < 1; ++b) {
+    const Schedule s(p, b, {32, 48}, Order::fa2);
+    int64_t skipped = 0;
+    for (int64_t i = 0; i < s.Tr(); ++i)
+      for (int64_t j = 0; j < s.Tc(); ++j) {
+        int64_t visible = 0, total = 0;
+        for (int64_t r = i * 32; r < std::min<int64_t>(333, (i + 1) * 32); ++r)
+          for (int64_t c = j * 48; c < std::min<int64_t>(1000, (j + 1) * 48); ++c, ++total) visible += p.visible(0, r, c);
+        const TileKind want = visible == 0 ? TileKind::skipped : visible == total ? TileKind::full : TileKind::partial;
+        REQUIRE(s.classify(i, j) == want);
+        skipped += want == TileKind::skipped;
+      }
+    CHECK(skipped == s.tiles_skipped());
+    CHECK(skipped > s.steps() / 2);  // the window really skips work
+  }
+}
+
+TEST_CASE("Tiling from an SRAM budget follows Algorithm 1: Bc = ceil(M/4d), Br = min(Bc, d)") {
+  CHECK(Tiling::from_sram(100 * 1024 / 4, 64).Bc == 100);
+  CHECK(Tiling::from_sram(100 * 1024 / 4, 64).Br == 64);
+  CHECK(Tiling::from_sram(1000, 64).Bc == 4);
+  CHECK(Tiling::from_sram(1000, 64).Br == 4);
+}
+
+namespace {
+// Checks after every forward tile that m and l equal the naive softmax
+// statistics over the columns the row has seen so far.
+struct InvariantChecker : Observer {
+  const Problem& p;
+  const harness::Inputs& in;
+  Order order;
+  int64_t checked = 0;
+  double worst = 0;
+  InvariantChecker(const Problem& p_, const harness::Inputs& in_, Order o) : p(p_), in(in_), order(o) {}
+  void on_row_stats(const Where& w, const TileStep& st, const std::vector<RowStat>& rows) override {
+    // Columns seen: FA2 visits j = kv_begin..st.j for this row block; FA1 has seen K/V blocks 0..st.j.
+    const int64_t seen_end = std::min(p.seqlen_k, (st.j + 1) * st.cols + (st.j * 0));
+    const int64_t cols_end = std::min<int64_t>(p.seqlen_k, st.col0 + st.cols);
+    (void)seen_end;
+    for (const RowStat& r : rows) {
+      double m = -INFINITY;
+      std::vector<double> s;
+      for (int64_t j = p.col_begin(0, r.row); j < std::min(p.col_end(0, r.row), cols_end); ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < p.head_dim; ++c) dot += (double)in.q[p.q_offset(0, r.row, w.h) + c] * in.k[p.k_offset(0, j, 0) + c];
+        s.push_back(dot * p.softmax_scale());
+        m = std::max(m, s.back());
+      }
+      double l = 0;
+      for (double x : s) l += std::exp(x - m);
+      if (s.empty()) {
+        REQUIRE(r.m_new == -INFINITY);
+        REQUIRE(r.l_new == 0.0f);
+      } else {
+        worst = std::max({worst, std::fabs(r.m_new - m), std::fabs(r.l_new - l) / l});
+        REQUIRE(std::fabs(r.alpha - std::exp(r.m_old - r.m_new)) < 1e-6);
+      }
+      ++checked;
+    }
+  }
+};
+}  // namespace
+
+TEST_CASE("after every step the online-softmax state equals the naive softmax over the columns seen") {
+  Problem p = make(100, 150, 32, true);
+  p.dtype = DType::fp32;
+  const auto in = harness::random_inputs(p, 9);
+  for (Order order : {Order::fa1, Order::fa2}) {
+    InvariantChecker checker(p, in, order);
+    forward(p, in.q, in.k, in.v, {32, 32}, order, &checker);
+    CHECK(checker.checked > 100);
+    CHECK(checker.worst < 1e-5);
+  }
+}
+
+TEST_CASE("observed (serial) and parallel runs give identical results") {
+  Problem p = make(200, 333, 64, true);
+  p.heads_q = 4;
+  p.heads_kv = 2;
+  const auto in = harness::random_inputs(p, 4);
+  for (Order order : {Order::fa1, Order::fa2}) {
+    ByteCounter counter;
+    const auto a = forward(p, in.q, in.k, in.v, kCpuDefault, order);
+    const auto b = forward(p, in.q, in.k, in.v, kCpuDefault, order, &counter);
+    CHECK(a.o.data == b.o.data);
+    CHECK(a.lse.data == b.lse.data);
+  }
+}
+
+TEST_CASE("the stepper walks forward and back to the same states and byte counts") {
+  Problem p = make(70, 90, 16, true);
+  p.dtype = DType::fp32;
+  const auto in = harness::random_inputs(p, 5);
+  Stepper st(p, in.q, in.k, in.v, {16, 32}, Order::fa2);
+  const auto full = forward(p, in.q, in.k, in.v, {16, 32}, Order::fa2);
+
+  std::vector<ByteCounts> bytes_at;
+  std::vector<size_t> events_at;
+  while (!st.done()) {
+    st.next_tile();
+    bytes_at.push_back(st.bytes());
+    events_at.push_back(st.tile_events().size());
+  }
+  CHECK(st.buffers().o.data == full.o.data);  // stepping to the end computes what the executor computes
+
+  st.set_history_cap(1 << 12);                // force replays for part of the walk back
+  for (int64_t k = static_cast<int64_t>(bytes_at.size()) - 1; k > 0; --k) {
+    REQUIRE(st.prev_tile());
+    REQUIRE(st.position() == k);
+    CHECK(st.bytes() == bytes_at[k - 1]);
+    CHECK(st.tile_events().size() == events_at[k - 1]);
+  }
+  // Event granularity: next_event walks into the next tile's events.
+  REQUIRE(st.position() == 1);
+  const Event* first = st.next_event();   // the first event of tile 0
+  REQUIRE(first != nullptr);
+  CHECK(first->kind == Event::Kind::tile_begin);
+  const Event* second = st.next_event();
+  REQUIRE(second != nullptr);
+  const Event* back = st.prev_event();
+  REQUIRE(back == first);
+  for (size_t n = 0; n + 1 < events_at[0]; ++n) st.next_event();  // through the end of tile 0 ...
+  const Event* next_tile_first = st.next_event();                   // ... into tile 1
+  REQUIRE(next_tile_first != nullptr);
+  CHECK(st.position() == 2);
+  CHECK(next_tile_first->step.index == 1);
+}
+
+TEST_CASE("tiled FA2 forward keeps memory O(N): only the schedule's block ranges depend on the tile grid") {
+  const Problem p = make(65536, 65536, 64, false);
+  const Schedule s(p, 0, kCpuDefault, Order::fa2);
+  CHECK(s.steps() == (65536 / kCpuDefault.Br) * (65536 / kCpuDefault.Bc));
+  CHECK(s.step(s.steps() - 1).i == s.Tr() - 1);  // any step is computed on demand, none stored
+}
