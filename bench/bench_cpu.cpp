@@ -18,6 +18,7 @@
 // and on one thread inside one. Counters per case:
 //   GFLOP/s    FLOPs / wall time. forward = p.forward_flops() = 4 N^2 d
 //              (non-causal); backward = 2.5 x forward (the anchors' convention).
+//   others_cores  cores other processes used meanwhile (the machine may be shared).
 //   peak_MiB   growth of the process's peak RSS (VmHWM) over the RSS held just
 //              before the timed loop: what the calls allocate and touch on top
 //              of their inputs. Reset per case by writing 5 to
@@ -28,7 +29,7 @@
 // Run it through bench/run_cpu.sh, which writes JSON and a summary table.
 //
 // [SECTION] inputs: one problem size, seeded random tensors
-// [SECTION] memory: peak RSS growth
+// [SECTION] memory: peak RSS growth, and what else ran
 // [SECTION] timing: the loop every case shares
 // [SECTION] ceiling: Eigen GEMM
 // [SECTION] attention: reference and tiled FA2, forward and backward
@@ -36,8 +37,11 @@
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 #include <omp.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <Eigen/Dense>
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <random>
@@ -103,7 +107,7 @@ struct Inputs {
 };
 
 //-----------------------------------------------------------------------------
-// [SECTION] memory: peak RSS growth
+// [SECTION] memory: peak RSS growth, and what else ran
 //-----------------------------------------------------------------------------
 
 // A field of /proc/self/status ("VmHWM:   123456 kB"), in KiB; -1 if absent.
@@ -143,6 +147,35 @@ class PeakRss {
   int64_t base_kib_ = -1;
 };
 
+// Cores that other processes kept busy from construction on: the machine's
+// busy time (/proc/stat: user, nice, system, irq, softirq, steal) minus this
+// process's CPU time, over wall time. On a shared machine this says which
+// numbers were measured on a contended CPU. Resolution: one clock tick (10 ms).
+class OtherLoad {
+ public:
+  OtherLoad() : machine_(machine_busy_s()), own_(own_cpu_s()), wall_(std::chrono::steady_clock::now()) {}
+  double cores() const {
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_).count();
+    return ((machine_busy_s() - machine_) - (own_cpu_s() - own_)) / wall;
+  }
+
+ private:
+  static double machine_busy_s() {
+    std::ifstream stat("/proc/stat");
+    std::string cpu;
+    int64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+    stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+    return static_cast<double>(user + nice + system + irq + softirq + steal) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  static double own_cpu_s() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  }
+  double machine_, own_;
+  std::chrono::steady_clock::time_point wall_;
+};
+
 //-----------------------------------------------------------------------------
 // [SECTION] timing: the loop every case shares
 //-----------------------------------------------------------------------------
@@ -155,9 +188,11 @@ void time_calls(benchmark::State& state, double flops_per_call, Call&& call) {
     state.SkipWithError("cannot reset the peak RSS: writing 5 to /proc/self/clear_refs failed (needs Linux >= 4.0)");
     return;
   }
+  const OtherLoad others;
   for (auto _ : state) benchmark::DoNotOptimize(call());
   state.counters["GFLOP/s"] = benchmark::Counter(flops_per_call * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["peak_MiB"] = peak.growth_mib();
+  state.counters["others_cores"] = others.cores();
 }
 
 //-----------------------------------------------------------------------------

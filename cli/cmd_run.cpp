@@ -58,7 +58,7 @@ void add_run(CLI::App& app) {
         for (float& x : t->data) x = round_to(p.dtype, x);
     }
     const std::string why = impl.unsupported(p);
-    if (!why.empty()) throw Error(impl.name + " cannot run this problem: " + why);
+    if (!why.empty()) throw Error(impl.name + " cannot run this problem: " + (why.rfind("skipped: ", 0) == 0 ? why.substr(9) : why));
     harness::Inputs in = from_files ? harness::Inputs{q, k, v, {}} : harness::random_inputs(p, p.seed);
     const harness::Pass pass = flags.parsed_pass();
     if (harness::has_bwd(pass)) {

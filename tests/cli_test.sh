@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The flashlab command as a user meets it: good problems pass, bad input gets
+# a one-line error naming the problem, a non-zero exit, and no output file.
+set -u
+flashlab=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0 failed=0
+
+ok() {  # ok NAME REGEX -- ARGS: exit 0 and output matching REGEX
+  local name=$1 regex=$2; shift 3
+  local out
+  if out=$("$flashlab" "$@" 2>&1) && grep -qE -- "$regex" <<<"$out"; then
+    passed=$((passed + 1)); echo "ok     $name"
+  else
+    failed=$((failed + 1)); echo "FAILED $name: flashlab $*"; echo "$out" | tail -5
+  fi
+}
+
+refused() {  # refused NAME REGEX -- ARGS: non-zero exit, one error line matching REGEX, nothing in $work/out
+  local name=$1 regex=$2; shift 3
+  local out status
+  out=$("$flashlab" "$@" 2>&1); status=$?
+  if [ $status -ne 0 ] && grep -qE -- "$regex" <<<"$out" && [ -z "$(ls -A "$work/out" 2>/dev/null)" ]; then
+    passed=$((passed + 1)); echo "ok     $name (exit $status: $(head -1 <<<"$out"))"
+  else
+    failed=$((failed + 1)); echo "FAILED $name (exit $status): flashlab $*"; echo "$out" | tail -5
+  fi
+}
+
+ok "the issue's awkward problem passes for every implementation" "all implementations pass" -- \
+  check --seqlen-q 333 --seqlen-k 1000 --hdim 80 --heads 8 --kv-heads 2 --causal --window 128,0 --softcap 30 --dtype bf16 --pass fwd+bwd
+ok "MQA, dropout, ALiBi, fp16, seqlen 1" "all implementations pass" -- \
+  check --seqlen-q 1 --seqlen-k 97 --hdim 59 --heads 4 --kv-heads 1 --alibi --dropout 0.1 --dtype fp16 --pass fwd+bwd
+ok "large logits" "all implementations pass" -- check --seqlen 200 --logit-scale 1000 --dtype bf16 --pass fwd+bwd
+ok "check as JSON" '"pass": true' -- check --seqlen 64 --format json
+ok "tour" "all implementations pass" -- tour
+ok "step, non-interactive" "online softmax per row" -- step --seqlen 48 --causal --non-interactive 3
+ok "step backward" "store dK" -- step --seqlen 32 --order bwd --non-interactive 4
+ok "trace as CSV" "^transfer,0,0,fa2" -- trace --seqlen 64 --format csv
+ok "trace as JSON lines" '"event":"row_stats"' -- trace --seqlen 64 --order fa1
+ok "run writes o, lse and gradients" "dq.npy" -- run --impl tiled-fa1 --seqlen 40 --pass fwd+bwd --out "$work/run"
+ok "run reads its own outputs back as inputs" "o.npy" -- run --impl tiled-fa2 --q "$work/run/o.npy" --k "$work/run/o.npy" --v "$work/run/o.npy" --out "$work/run2"
+
+mkdir -p "$work/out"
+printf 'not a numpy file' > "$work/bad.npy"
+refused "heads not a multiple of kv-heads" "multiple of kv-heads" -- check --heads 6 --kv-heads 4
+refused "negative seqlen" "seqlen_q must be positive" -- run --seqlen -5 --out "$work/out"
+refused "unknown dtype" "unknown dtype" -- check --dtype fp8
+refused "malformed window" "--window takes two integers" -- check --window 12
+refused "dropout of 1" "dropout probability" -- check --dropout 1
+refused "unknown implementation" "unknown implementation 'nope'" -- run --impl nope --out "$work/out"
+refused "malformed .npy" "malformed .npy file" -- run --q "$work/bad.npy" --k "$work/bad.npy" --v "$work/bad.npy" --out "$work/out"
+refused "the reference refuses a 65536^2 problem, naming the bytes" "would need [0-9]+ bytes" -- \
+  run --impl reference --seqlen 65536 --out "$work/out"
+refused "unknown subcommand" "" -- frobnicate
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
