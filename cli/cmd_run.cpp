@@ -1,5 +1,6 @@
 // flashlab run: one implementation on .npy or seeded random inputs, outputs to .npy.
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -10,6 +11,21 @@
 #include "problem_flags.hpp"
 
 namespace flashlab::cli {
+namespace {
+
+// The process's peak resident set size (VmHWM), in MiB; -1 where /proc is missing.
+long peak_rss_mib() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  long kib = 0;
+  while (status >> key) {
+    if (key == "VmHWM:" && status >> kib) return kib / 1024;
+    status.ignore(4096, '\n');
+  }
+  return -1;
+}
+
+}  // namespace
 
 void add_run(CLI::App& app) {
   struct Opts {
@@ -97,6 +113,7 @@ void add_run(CLI::App& app) {
       throw;
     }
     for (const auto& path : written) std::cout << path << "\n";
+    std::cerr << "flashlab run: peak resident memory " << peak_rss_mib() << " MiB\n";
   });
 }
 

@@ -42,6 +42,16 @@ ok "trace as JSON lines" '"event":"row_stats"' -- trace --seqlen 64 --order fa1
 ok "run writes o, lse and gradients" "dq.npy" -- run --impl tiled-fa1 --seqlen 40 --pass fwd+bwd --out "$work/run"
 ok "run reads its own outputs back as inputs" "o.npy" -- run --impl tiled-fa2 --q "$work/run/o.npy" --k "$work/run/o.npy" --v "$work/run/o.npy" --out "$work/run2"
 
+if [ "${2:-}" != "sanitized" ]; then  # memory is only meaningful without the sanitizers' shadow memory
+  out=$("$flashlab" run --impl tiled-fa2 --seqlen 65536 --hdim 64 --out "$work/big" 2>&1)
+  mib=$(grep -oE 'peak resident memory [0-9]+' <<<"$out" | grep -oE '[0-9]+$')
+  if [ -n "$mib" ] && [ "$mib" -lt 256 ]; then
+    passed=$((passed + 1)); echo "ok     tiled FA2 forward at N = 65536, d = 64 peaks at $mib MiB (< 256)"
+  else
+    failed=$((failed + 1)); echo "FAILED tiled FA2 at N = 65536: $out"
+  fi
+fi
+
 mkdir -p "$work/out"
 printf 'not a numpy file' > "$work/bad.npy"
 refused "heads not a multiple of kv-heads" "multiple of kv-heads" -- check --heads 6 --kv-heads 4
