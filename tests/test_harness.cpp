@@ -5,9 +5,28 @@
 #include "cases.hpp"
 #include "check.hpp"
 #include "device.hpp"
+#include "executor.hpp"
 
 using namespace flashlab;
 using namespace flashlab::harness;
+
+namespace {
+Implementation small_tiles(tiled::Order order) {
+  const tiled::Tiling tiling{32, 48};
+  Implementation impl = find_implementation(order == tiled::Order::fa1 ? "tiled-fa1" : "tiled-fa2");
+  impl.name += " 32x48";
+  impl.forward = [=](const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v) {
+    auto r = tiled::forward(p, q, k, v, tiling, order);
+    return ForwardOut{std::move(r.o), std::move(r.lse)};
+  };
+  impl.backward = [=](const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                      const Tensor& lse, const Tensor& d_o) {
+    auto r = tiled::backward(p, q, k, v, o, lse, d_o, tiling);
+    return BackwardOut{std::move(r.dq), std::move(r.dk), std::move(r.dv)};
+  };
+  return impl;
+}
+}  // namespace
 
 TEST_CASE("every implementation passes every case, forward and backward") {
   uint64_t seed = 1;
@@ -24,6 +43,29 @@ TEST_CASE("every implementation passes every case, forward and backward") {
         continue;
       }
       REQUIRE(r.fields.size() == (c.check_backward ? 5u : 2u));
+      for (const auto& f : r.fields) {
+        CAPTURE(f.field);
+        CAPTURE(f.error);
+        CAPTURE(f.tolerance);
+        CHECK(f.pass);
+      }
+    }
+  }
+}
+
+TEST_CASE("the tiled implementations also pass every case with small, awkward tiles") {
+  // The registered tiled implementations use large CPU tiles, which cover many
+  // cases with a single Q block; 32 x 48 tiles exercise every block boundary.
+  uint64_t seed = 1000;
+  for (const auto& c : testing::harness_cases()) {
+    const Pass pass = c.check_backward ? Pass::fwd_bwd : Pass::fwd;
+    const Inputs in = random_inputs(c.problem, seed++, c.logit_scale);
+    const Baseline base = compute_baseline(c.problem, in, pass);
+    for (tiled::Order order : {tiled::Order::fa1, tiled::Order::fa2}) {
+      Implementation impl = small_tiles(order);
+      CAPTURE(c.name);
+      CAPTURE(impl.name);
+      const CheckResult r = check(impl, c.problem, in, base, pass);
       for (const auto& f : r.fields) {
         CAPTURE(f.field);
         CAPTURE(f.error);

@@ -203,13 +203,13 @@ void HeadRun::store(const Transfer& t, const Sram& s) {
 
 // S_ij = score(Q_i K_j^T), -inf where masked. `dot`, when asked, keeps the raw products.
 void HeadRun::scores(const TileStep& st, const Sram& s, Tile& S, Tile* dot) const {
-  S.noalias() = s.Q * s.K.transpose();                                  // (Br, Bc)
-  if (dot) *dot = S;
   const ScoreFn<float> score(p_, b_, h_);
-  const bool plain = p_.softcap <= 0 && !p_.alibi;
+  const bool plain = p_.softcap <= 0 && !p_.alibi && !dot;
   if (plain) {
-    S *= score.scale;
+    S.noalias() = score.scale * (s.Q * s.K.transpose());                // (Br, Bc); the scale rides in the GEMM
   } else {
+    S.noalias() = s.Q * s.K.transpose();
+    if (dot) *dot = S;
     for (int64_t r = 0; r < S.rows(); ++r)
       for (int64_t c = 0; c < S.cols(); ++c) S(r, c) = score(S(r, c), st.row0 + r, st.col0 + c);
   }
@@ -249,9 +249,14 @@ void HeadRun::forward_tile(const TileStep& st, Sram& s, Observer* obs) {
   if (schedule_.order() == Order::fa2) {
     // FA2: P~ = exp(S - m_new), alpha = exp(m_old - m_new),
     //      l = alpha l + rowsum(P~),  O = diag(alpha) O + P~ V_j   (no division yet)
-    Tile P = (S.colwise() - m_use).array().exp().matrix();
+    // P~ overwrites S row by row, its row sum taken in the same pass.
     const Eigen::VectorXf alpha = (m_old - m_use).array().exp().matrix();
-    s.l = alpha.cwiseProduct(s.l) + P.rowwise().sum();
+    for (int64_t r = 0; r < S.rows(); ++r) {
+      auto row = S.row(r).array();
+      row = (row - m_use(r)).exp();
+      s.l(r) = alpha(r) * s.l(r) + row.sum();
+    }
+    Tile& P = S;
     apply_dropout(p_, b_, h_, st, P);
     s.O = alpha.asDiagonal() * s.O;
     s.O.noalias() += P * s.V;
