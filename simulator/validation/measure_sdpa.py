@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Measure PyTorch SDPA's attention kernels on a real GPU for the simulator's validation.
+
+For each configuration of the anchors' sweep (bf16, batch * seqlen = 16384 tokens,
+heads * head_dim = 2048, forward) and each backend (flash = FlashAttention 2,
+cudnn = cuDNN's fused attention, math = the unfused path, up to seqlen 4096):
+  1. time the call with CUDA events (triton.testing.do_bench median, after warm-up);
+  2. under Nsight Compute (ncu, --clock-control none, caches flushed before each
+     kernel), read dram__bytes_read.sum, dram__bytes_write.sum, lts__t_bytes.sum and
+     gpu__time_duration.sum of every kernel the call launches, summed per call.
+Writes one CSV row per (backend, seqlen, head_dim, causal) with the device and date.
+
+Usage (on the GPU machine): python3 measure_sdpa.py OUT.csv [--quick]
+"""
+import csv
+import datetime
+import os
+import subprocess
+import sys
+
+SEQLENS = [1024, 2048, 4096, 8192, 16384]
+HDIMS = [64, 128, 256]
+BACKENDS = ["flash", "cudnn", "math"]
+MATH_MAX_SEQLEN = 4096
+METRICS = ["dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum", "gpu__time_duration.sum"]
+
+
+def configs(quick):
+    seqlens = SEQLENS[:2] if quick else SEQLENS
+    for backend in BACKENDS:
+        for d in HDIMS:
+            for s in seqlens:
+                if backend == "math" and s > MATH_MAX_SEQLEN:
+                    continue
+                for causal in (False, True):
+                    yield backend, s, d, causal
+
+
+def make_call(torch, backend, s, d, causal):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    batch, heads = 16384 // s, 2048 // d
+    gen = torch.Generator(device="cuda").manual_seed(s * 1000 + d)
+    q, k, v = (torch.randn(batch, heads, s, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(3))
+    which = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}[backend]
+
+    def call():
+        with sdpa_kernel(which):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return call, batch, heads
+
+
+def profile_worker(quick):
+    """Runs under ncu: every call once between profiler start/stop, separated by a marker kernel."""
+    import torch
+    calls = [make_call(torch, *c)[0] for c in configs(quick)]
+    for call in calls:  # warm-up: library handles, cuDNN plans, autotuning stay out of the profile
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    for call in calls:
+        torch.cuda._sleep(1000)  # 'spin_kernel' marks the start of the next call
+        call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
+def parse_ncu(path):
+    """Sums each metric over the kernels between consecutive marker kernels."""
+    with open(path, newline="") as f:
+        lines = [l for l in f if not l.startswith("==")]
+    rows = list(csv.DictReader(lines))
+    groups, current = [], None
+    units = {}
+    for row in rows:
+        name = row.get("Kernel Name", "")
+        if not row.get("ID", "").strip().isdigit():
+            units = {m: row.get(m, "") for m in METRICS}  # the units row
+            continue
+        if "spin" in name:
+            current = {m: 0.0 for m in METRICS} | {"kernels": 0, "names": []}
+            groups.append(current)
+            continue
+        for m in METRICS:
+            current[m] += float(row[m].replace(",", ""))
+        current["kernels"] += 1
+        current["names"].append(name.split("(")[0][:60])
+    scale = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0, "second": 1.0}
+    time_unit = units.get("gpu__time_duration.sum", "ns").strip()
+    if time_unit not in scale:
+        raise SystemExit(f"unexpected time unit '{time_unit}' in ncu output")
+    for g in groups:
+        g["time_s"] = g["gpu__time_duration.sum"] * scale[time_unit]
+    for m in METRICS[:3]:
+        if units.get(m, "byte").strip() not in ("byte", "B", ""):
+            raise SystemExit(f"unexpected unit '{units[m]}' for {m}")
+    return groups
+
+
+def main():
+    if sys.argv[1] == "profile-worker":
+        profile_worker("--quick" in sys.argv)
+        return
+    out, quick = sys.argv[1], "--quick" in sys.argv
+    import torch
+    import triton.testing
+    device = torch.cuda.get_device_name()
+    date = datetime.date.today().isoformat()
+    cfgs = list(configs(quick))
+
+    print(f"timing {len(cfgs)} calls on {device} with CUDA events", flush=True)
+    times = []
+    for n, c in enumerate(cfgs):
+        call, batch, heads = make_call(torch, *c)
+        ms = triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median")
+        times.append((batch, heads, ms * 1e-3))
+        print(f"  [{n + 1}/{len(cfgs)}] {c[0]:5s} s={c[1]:5d} d={c[2]:3d} causal={int(c[3])}: {ms:.3f} ms", flush=True)
+        del call
+        torch.cuda.empty_cache()
+
+    print("profiling with ncu", flush=True)
+    log = out + ".ncu.csv"
+    cmd = ["ncu", "--csv", "--page", "raw", "--print-units", "base", "--metrics", ",".join(METRICS),
+           "--profile-from-start", "off", "--clock-control", "none", "--cache-control", "all",
+           "--target-processes", "all", "--log-file", log, sys.executable, __file__, "profile-worker"]
+    if quick:
+        cmd.append("--quick")
+    subprocess.run(cmd, check=True)
+    groups = parse_ncu(log)
+    if len(groups) != len(cfgs):
+        raise SystemExit(f"ncu gave {len(groups)} marked groups for {len(cfgs)} calls; see {log}")
+
+    fields = ["device", "date", "torch", "backend", "pass", "batch", "heads", "seqlen", "hdim", "causal", "dtype",
+              "dram_read_bytes", "dram_write_bytes", "l2_bytes", "ncu_time_s", "event_time_s", "kernels", "kernel_names"]
+    with open(out, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(fields)
+        for (backend, s, d, causal), (batch, heads, t), g in zip(cfgs, times, groups):
+            w.writerow([device, date, torch.__version__, backend, "fwd", batch, heads, s, d, int(causal), "bf16",
+                        int(g["dram__bytes_read.sum"]), int(g["dram__bytes_write.sum"]), int(g["lts__t_bytes.sum"]),
+                        g["time_s"], t, g["kernels"], ";".join(g["names"])])
+    print(f"wrote {out}: {len(cfgs)} rows", flush=True)
+
+
+if __name__ == "__main__":
+    main()
