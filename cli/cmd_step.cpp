@@ -25,7 +25,7 @@ void add_step(CLI::App& app) {
                                          "m, l and alpha, bytes moved. Enter: next tile, b: back, q: quit");
   cmd->footer("Example: flashlab step --seqlen 64 --hdim 16 --causal --order fa1 --non-interactive 3");
   opts->flags.add_to(*cmd, false);
-  cmd->add_option("--order", opts->order, "fa1 | fa2 | bwd")->capture_default_str();
+  cmd->add_option("--order", opts->order, "fa1 | fa2 | bwd | fa1-bwd")->capture_default_str();
   cmd->add_option("--br", opts->br, "Br: query rows per tile")->capture_default_str();
   cmd->add_option("--bc", opts->bc, "Bc: key rows per tile")->capture_default_str();
   cmd->add_option("--non-interactive", opts->non_interactive, "print this many steps and exit");
@@ -35,9 +35,9 @@ void add_step(CLI::App& app) {
     const tiled::Tiling tiling{opts->br, opts->bc};
     const harness::Inputs in = harness::random_inputs(p, p.seed);
     std::unique_ptr<tiled::Stepper> st;
-    if (order == tiled::Order::backward) {
+    if (tiled::is_backward(order)) {
       const auto f = tiled::forward(p, in.q, in.k, in.v, tiling, tiled::Order::fa2);
-      st = std::make_unique<tiled::Stepper>(p, in.q, in.k, in.v, f.o, f.lse, in.d_o, tiling);
+      st = std::make_unique<tiled::Stepper>(p, in.q, in.k, in.v, f.o, f.lse, in.d_o, tiling, 0, 0, order);
     } else {
       st = std::make_unique<tiled::Stepper>(p, in.q, in.k, in.v, tiling, order);
     }

@@ -84,7 +84,7 @@ void add_trace(CLI::App& app) {
   cmd->footer("Example: flashlab trace --seqlen 256 --causal --format csv --out trace.csv");
   opts->flags.add_to(*cmd, false);
   cmd->add_option("--format", opts->format, "jsonl | csv")->capture_default_str()->check(CLI::IsMember({"jsonl", "csv"}));
-  cmd->add_option("--order", opts->order, "fa1 | fa2 | bwd")->capture_default_str();
+  cmd->add_option("--order", opts->order, "fa1 | fa2 | bwd | fa1-bwd")->capture_default_str();
   cmd->add_option("--br", opts->br, "Br")->capture_default_str();
   cmd->add_option("--bc", opts->bc, "Bc")->capture_default_str();
   cmd->add_option("--out", opts->out, "file to write (default: standard output)");
@@ -102,9 +102,9 @@ void add_trace(CLI::App& app) {
     std::ostream& out = opts->out.empty() ? std::cout : file;
     try {
       TraceWriter writer(out, opts->format == "csv");
-      if (order == tiled::Order::backward) {
+      if (tiled::is_backward(order)) {
         const auto f = tiled::forward(p, in.q, in.k, in.v, tiling, tiled::Order::fa2);
-        tiled::backward(p, in.q, in.k, in.v, f.o, f.lse, in.d_o, tiling, &writer);
+        tiled::backward(p, in.q, in.k, in.v, f.o, f.lse, in.d_o, tiling, &writer, order);
       } else {
         tiled::forward(p, in.q, in.k, in.v, tiling, order, &writer);
       }

@@ -4,12 +4,12 @@
 
 namespace flashlab::cli {
 
-void ProblemFlags::add_to(CLI::App& app, bool with_pass) {
+void ProblemFlags::add_to(CLI::App& app, bool with_pass, bool with_seqlen) {
   auto* g = &app;
   g->add_option("--batch", batch, "batch size")->capture_default_str();
   g->add_option("--heads", heads, "query heads")->capture_default_str();
   g->add_option("--kv-heads", kv_heads, "key/value heads (GQA/MQA; default: --heads)");
-  g->add_option("--seqlen", seqlen, "sequence length of queries and keys (default " + std::to_string(default_seqlen) + ")");
+  if (with_seqlen) g->add_option("--seqlen", seqlen, "sequence length of queries and keys (default " + std::to_string(default_seqlen) + ")");
   g->add_option("--seqlen-q", seqlen_q, "query length (overrides --seqlen)");
   g->add_option("--seqlen-k", seqlen_k, "key length (overrides --seqlen)");
   g->add_option("--hdim", hdim, "head dimension")->capture_default_str();

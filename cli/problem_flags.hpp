@@ -22,7 +22,7 @@ struct ProblemFlags {
   std::string pass = "fwd";
   int64_t default_seqlen = 256;
 
-  void add_to(CLI::App& app, bool with_pass = true);
+  void add_to(CLI::App& app, bool with_pass = true, bool with_seqlen = true);
   Problem problem() const;  // throws flashlab::Error
   harness::Pass parsed_pass() const { return harness::parse_pass(pass); }
 };

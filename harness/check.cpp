@@ -10,22 +10,6 @@
 
 namespace flashlab::harness {
 
-Pass parse_pass(const std::string& name) {
-  if (name == "fwd") return Pass::fwd;
-  if (name == "bwd") return Pass::bwd;
-  if (name == "fwd+bwd") return Pass::fwd_bwd;
-  throw Error("unknown pass '" + name + "': expected fwd, bwd or fwd+bwd");
-}
-
-std::string to_string(Pass pass) {
-  switch (pass) {
-    case Pass::fwd: return "fwd";
-    case Pass::bwd: return "bwd";
-    case Pass::fwd_bwd: return "fwd+bwd";
-  }
-  return "?";
-}
-
 Inputs random_inputs(const Problem& p, uint64_t seed, double logit_scale) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -9,16 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "flashlab/pass.hpp"
 #include "flashlab/tensor.hpp"
 #include "implementations.hpp"
 
 namespace flashlab::harness {
 
-enum class Pass { fwd, bwd, fwd_bwd };
-Pass parse_pass(const std::string& name);  // fwd | bwd | fwd+bwd
-std::string to_string(Pass pass);
-inline bool has_fwd(Pass p) { return p != Pass::bwd; }
-inline bool has_bwd(Pass p) { return p != Pass::fwd; }
+using flashlab::Pass;
+using flashlab::parse_pass;
+using flashlab::has_fwd;
+using flashlab::has_bwd;
+using flashlab::to_string;
 
 struct Inputs {
   Tensor q, k, v, d_o;  // d_o: the upstream gradient dO, like O

@@ -39,17 +39,18 @@ std::vector<Implementation> build() {
     const bool fa1 = order == tiled::Order::fa1;
     list.push_back({
         fa1 ? "tiled-fa1" : "tiled-fa2",
-        fa1 ? "tiled online softmax, FA1 order: K/V blocks outer, O/l/m round trips through HBM"
-            : "tiled online softmax, FA2 order: Q blocks outer, normalization deferred, LSE stored",
+        fa1 ? "tiled online softmax, FA1 order (Algorithms 1 and 4): K/V blocks outer, O/l/m and dQ round trips"
+            : "tiled online softmax, FA2 order: Q blocks outer, normalization deferred, LSE stored; FA2 backward",
         true,
         false,
         [order](const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v) {
           auto r = tiled::forward(p, q, k, v, tiled::kCpuDefault, order);
           return ForwardOut{std::move(r.o), std::move(r.lse)};
         },
-        [](const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
-           const Tensor& d_o) {
-          auto r = tiled::backward(p, q, k, v, o, lse, d_o, tiled::kCpuDefault);
+        [order](const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                const Tensor& lse, const Tensor& d_o) {
+          const auto bwd = order == tiled::Order::fa1 ? tiled::Order::fa1_backward : tiled::Order::backward;
+          auto r = tiled::backward(p, q, k, v, o, lse, d_o, tiled::kCpuDefault, nullptr, bwd);
           return BackwardOut{std::move(r.dq), std::move(r.dk), std::move(r.dv)};
         },
         [](const Problem&) { return std::string(); },

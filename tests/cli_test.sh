@@ -37,6 +37,7 @@ ok "check as JSON" '"pass": true' -- check --seqlen 64 --format json
 ok "tour" "all implementations pass" -- tour
 ok "step, non-interactive" "online softmax per row" -- step --seqlen 48 --causal --non-interactive 3
 ok "step backward" "store dK" -- step --seqlen 32 --order bwd --non-interactive 4
+ok "step FA1 backward (Algorithm 4)" "load  dQ" -- step --seqlen 32 --order fa1-bwd --non-interactive 2
 ok "trace as CSV" "^transfer,0,0,fa2" -- trace --seqlen 64 --format csv
 ok "trace as JSON lines" '"event":"row_stats"' -- trace --seqlen 64 --order fa1
 ok "run writes o, lse and gradients" "dq.npy" -- run --impl tiled-fa1 --seqlen 40 --pass fwd+bwd --out "$work/run"

@@ -21,7 +21,8 @@ Implementation small_tiles(tiled::Order order) {
   };
   impl.backward = [=](const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                       const Tensor& lse, const Tensor& d_o) {
-    auto r = tiled::backward(p, q, k, v, o, lse, d_o, tiling);
+    auto r = tiled::backward(p, q, k, v, o, lse, d_o, tiling, nullptr,
+                             order == tiled::Order::fa1 ? tiled::Order::fa1_backward : tiled::Order::backward);
     return BackwardOut{std::move(r.dq), std::move(r.dk), std::move(r.dv)};
   };
   return impl;

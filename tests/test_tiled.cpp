@@ -44,15 +44,15 @@ std::vector<Problem> byte_problems() {
 
 TEST_CASE("the bytes the executor's events report equal the schedule's closed-form counts") {
   for (const Problem& p : byte_problems())
-    for (Order order : {Order::fa1, Order::fa2, Order::backward}) {
+    for (Order order : {Order::fa1, Order::fa2, Order::backward, Order::fa1_backward}) {
       CAPTURE(p.describe());
       CAPTURE(to_string(order));
       const auto in = harness::random_inputs(p, 3);
       const Tiling tiling{32, 64};
       ByteCounter counter;
-      if (order == Order::backward) {
+      if (is_backward(order)) {
         const auto f = forward(p, in.q, in.k, in.v, tiling, Order::fa2);
-        backward(p, in.q, in.k, in.v, f.o, f.lse, in.d_o, tiling, &counter);
+        backward(p, in.q, in.k, in.v, f.o, f.lse, in.d_o, tiling, &counter, order);
       } else {
         forward(p, in.q, in.k, in.v, tiling, order, &counter);
       }

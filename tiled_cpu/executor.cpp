@@ -50,6 +50,10 @@ Buffers Buffers::for_backward(const Problem& p, const Tensor& q, const Tensor& k
   b.lse_in = &lse;
   b.d_o = &d_o;
   b.D = like_lse(p, 0.0f);
+  // Algorithm 4 reads the forward's l_i and m_i. From an LSE, m_i = LSE_i and
+  // l_i = 1 give the same P = diag(l)^-1 exp(S - m) = exp(S - LSE).
+  b.l = like_lse(p, 1.0f);
+  b.m = lse;
   b.dq = Tensor(p.q_shape());
   b.dk = Tensor(p.k_shape());
   b.dv = Tensor(p.v_shape());
@@ -144,13 +148,15 @@ void HeadRun::load(const Transfer& t, Sram& s) {
       break;
     case TensorId::K:
       gather(p_, *buf_.k, t.tensor, b_, h_, g_, t.row0, t.rows, s.K);
-      if (order == Order::backward) {  // a new K/V block starts with dK_j = dV_j = 0 on chip
+      if (is_backward(order)) {  // a new K/V block starts with dK_j = dV_j = 0 on chip
         s.dK = Tile::Zero(t.rows, p_.head_dim);
         s.dV = Tile::Zero(t.rows, p_.dv());
       }
       break;
     case TensorId::V: gather(p_, *buf_.v, t.tensor, b_, h_, g_, t.row0, t.rows, s.V); break;
-    case TensorId::O: gather(p_, buf_.o, t.tensor, b_, h_, g_, t.row0, t.rows, s.O); break;
+    case TensorId::O:  // FA1 forward: the running O; FA1 backward: the forward's output
+      gather(p_, order == Order::fa1_backward ? *buf_.o_in : buf_.o, t.tensor, b_, h_, g_, t.row0, t.rows, s.O);
+      break;
     case TensorId::dO: gather(p_, *buf_.d_o, t.tensor, b_, h_, g_, t.row0, t.rows, s.dO); break;
     case TensorId::dQ: gather(p_, buf_.dq, t.tensor, b_, h_, g_, t.row0, t.rows, s.dQ); break;
     case TensorId::l: gather_vec(p_, buf_.l, b_, h_, t.row0, t.rows, s.l); break;
@@ -296,9 +302,18 @@ void HeadRun::backward_tile(const TileStep& st, Sram& s, Observer* obs) {
   Tile S, dot;                                                          // (Br, Bc)
   scores(st, s, S, p_.softcap > 0 ? &dot : nullptr);
   if (obs) obs->on_scores(at, st, S);
-  // P_ij = exp(S_ij - LSE_i): the forward's probabilities, recomputed.
-  const Eigen::VectorXf lse_use = s.lse.unaryExpr(&safe_max);
-  const Tile P = (S.colwise() - lse_use).array().exp().matrix();
+  Tile P;
+  if (schedule_.order() == Order::fa1_backward) {
+    // Algorithm 4: P_ij = diag(l_i)^-1 exp(S_ij - m_i), D_i = rowsum(dO_i o O_i) on chip.
+    const Eigen::VectorXf m_use = s.m.unaryExpr(&safe_max);
+    P = (S.colwise() - m_use).array().exp().matrix();
+    for (int64_t r = 0; r < P.rows(); ++r) P.row(r) *= s.l(r) > 0 ? 1.0f / s.l(r) : 0.0f;
+    s.D = s.dO.cwiseProduct(s.O).rowwise().sum();
+  } else {
+    // P_ij = exp(S_ij - LSE_i): the forward's probabilities, recomputed.
+    const Eigen::VectorXf lse_use = s.lse.unaryExpr(&safe_max);
+    P = (S.colwise() - lse_use).array().exp().matrix();
+  }
   Tile Pd = P;                                                          // P o Z
   apply_dropout(p_, b_, h_, st, Pd);
   s.dV.noalias() += Pd.transpose() * s.dO;                              // dV_j += (P o Z)^T dO_i
@@ -331,7 +346,7 @@ void HeadRun::run_step(const TileStep& st, Sram& s, Observer* obs) {
     }
   if (st.kind == TileKind::skipped) {
     if (obs) obs->on_skip(at, st);
-  } else if (schedule_.order() == Order::backward) {
+  } else if (is_backward(schedule_.order())) {
     backward_tile(st, s, obs);
   } else {
     forward_tile(st, s, obs);
@@ -354,8 +369,9 @@ void HeadRun::prologue(Observer* obs) {
       buf_.m[p_.lse_offset(b_, h_, i)] = kNegInf;
       std::fill_n(buf_.o.ptr() + p_.o_offset(b_, i, h_), p_.dv(), 0.0f);
     }
-  } else if (schedule_.order() == Order::backward) {
-    // D_i = rowsum(dO_i o O_i), and the fp32 dQ accumulator zeroed.
+  } else if (is_backward(schedule_.order())) {
+    // Backward: D_i = rowsum(dO_i o O_i) (FA1 computes it per tile instead), dQ zeroed. (Algorithm 4
+    // also zeroes dK and dV in HBM; here they start at zero and GQA's query heads add into them.)
     for (int64_t i = 0; i < sq; ++i) {
       const float* o = buf_.o_in->ptr() + p_.o_offset(b_, i, h_);
       const float* d_o = buf_.d_o->ptr() + p_.o_offset(b_, i, h_);
@@ -420,7 +436,7 @@ void check_inputs(const Problem& p, const Tensor& q, const Tensor& k, const Tens
 
 ForwardResult forward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, Tiling tiling, Order order,
                       Observer* obs) {
-  if (order == Order::backward) throw Error("tiled::forward takes Order::fa1 or Order::fa2");
+  if (is_backward(order)) throw Error("tiled::forward takes Order::fa1 or Order::fa2");
   check_inputs(p, q, k, v);
   Buffers buf = Buffers::for_forward(p, q, k, v, order);
   const int64_t heads = p.batch * p.heads_q;
@@ -482,7 +498,8 @@ ForwardResult forward(const Problem& p, const Tensor& q, const Tensor& k, const 
 }
 
 BackwardResult backward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                        const Tensor& lse, const Tensor& d_o, Tiling tiling, Observer* obs) {
+                        const Tensor& lse, const Tensor& d_o, Tiling tiling, Observer* obs, Order order) {
+  if (!is_backward(order)) throw Error("tiled::backward takes Order::backward or Order::fa1_backward");
   check_inputs(p, q, k, v);
   if (o.shape != p.o_shape() || d_o.shape != p.o_shape() || lse.shape != p.lse_shape())
     throw Error("backward needs O and dO of shape " + shape_string(p.o_shape()) + " and LSE of shape " +
@@ -492,7 +509,7 @@ BackwardResult backward(const Problem& p, const Tensor& q, const Tensor& k, cons
   auto run_group = [&](int64_t bg, Observer* observer) {
     const int64_t b = bg / p.heads_kv, g = bg % p.heads_kv;
     for (int64_t h = g * p.group(); h < (g + 1) * p.group(); ++h) {
-      HeadRun run(p, buf, b, h, tiling, Order::backward);
+      HeadRun run(p, buf, b, h, tiling, order);
       run.prologue(observer);
       for (int64_t s = 0; s < run.schedule().steps(); ++s) run.step(s, observer);
       run.epilogue(observer);

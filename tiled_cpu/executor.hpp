@@ -1,7 +1,7 @@
 // The tiled executor: runs a Schedule on real data with online softmax.
 //
 //   forward(p, q, k, v, tiling, Order::fa1 | Order::fa2)  ->  O, LSE
-//   backward(p, q, k, v, o, lse, dO, tiling)              ->  dQ, dK, dV
+//   backward(p, q, k, v, o, lse, dO, tiling[, obs, order]) ->  dQ, dK, dV   (FA2 order, or FA1's Algorithm 4)
 //
 // With no observer the work is spread over all cores: FA2 forward by
 // (batch, head, Q block); FA1 forward by (batch, head), or by Q block within
@@ -35,7 +35,8 @@ struct BackwardResult {
 ForwardResult forward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, Tiling tiling,
                       Order order, Observer* observer = nullptr);
 BackwardResult backward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                        const Tensor& lse, const Tensor& d_o, Tiling tiling, Observer* observer = nullptr);
+                        const Tensor& lse, const Tensor& d_o, Tiling tiling, Observer* observer = nullptr,
+                        Order order = Order::backward);
 
 // Everything a pass reads and writes in "HBM". Forward passes fill o and lse
 // (and FA1's running l and m); backward fills D and the fp32 accumulators.

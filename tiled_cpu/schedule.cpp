@@ -11,6 +11,7 @@ std::string to_string(Order order) {
     case Order::fa1: return "fa1";
     case Order::fa2: return "fa2";
     case Order::backward: return "backward";
+    case Order::fa1_backward: return "fa1-bwd";
   }
   return "?";
 }
@@ -19,7 +20,8 @@ Order parse_order(const std::string& name) {
   if (name == "fa1") return Order::fa1;
   if (name == "fa2") return Order::fa2;
   if (name == "backward" || name == "bwd") return Order::backward;
-  throw Error("unknown order '" + name + "': expected fa1, fa2 or backward");
+  if (name == "fa1-bwd" || name == "fa1_backward") return Order::fa1_backward;
+  throw Error("unknown order '" + name + "': expected fa1, fa2, bwd or fa1-bwd");
 }
 
 std::string to_string(TileKind kind) {
@@ -172,6 +174,25 @@ void Schedule::add_step_transfers(TileStep& s) const {
       }
       break;
     }
+    case Order::fa1_backward: {
+      if (!computed) break;
+      if (s.i == q_begin(s.j)) {
+        kv_block(TensorId::K, false, d * e);
+        kv_block(TensorId::V, false, dv * e);
+      }
+      q_block(TensorId::Q, false, d * e);
+      q_block(TensorId::O, false, dv * e);
+      q_block(TensorId::dO, false, dv * e);
+      q_block(TensorId::dQ, false, d * e);
+      q_block(TensorId::l, false, 4);
+      q_block(TensorId::m, false, 4);
+      q_block(TensorId::dQ, true, d * e);
+      if (s.i == q_end(s.j) - 1) {
+        kv_block(TensorId::dK, true, d * e);
+        kv_block(TensorId::dV, true, dv * e);
+      }
+      break;
+    }
   }
 }
 
@@ -187,6 +208,10 @@ std::vector<Transfer> Schedule::prologue() const {
               {TensorId::dO, false, 0, sq_, sq_ * dv * e},
               {TensorId::D, true, 0, sq_, sq_ * 4},
               {TensorId::dQ, true, 0, sq_, sq_ * d * 4}};
+    case Order::fa1_backward:  // Algorithm 4: dQ, dK, dV = 0 in HBM
+      return {{TensorId::dQ, true, 0, sq_, sq_ * d * e},
+              {TensorId::dK, true, 0, sk_, sk_ * d * e},
+              {TensorId::dV, true, 0, sk_, sk_ * dv * e}};
     case Order::fa2: return {};
   }
   return {};
@@ -203,6 +228,16 @@ int64_t Schedule::tiles_skipped() const {
   int64_t computed = 0;
   for (int64_t i = 0; i < Tr_; ++i) computed += kv_end(i) - kv_begin(i);
   return steps() - computed;
+}
+
+int64_t Schedule::computed_elements() const {
+  int64_t elements = 0;
+  for (int64_t i = 0; i < Tr_; ++i) {
+    if (kv_begin(i) >= kv_end(i)) continue;
+    const int64_t cols = std::min(kv_end(i) * tiling_.Bc, sk_) - kv_begin(i) * tiling_.Bc;
+    elements += q_rows(i) * cols;
+  }
+  return elements;
 }
 
 ByteCounts Schedule::closed_form() const {
@@ -259,6 +294,24 @@ ByteCounts Schedule::closed_form() const {
       }
       S(TensorId::dK, sk_ * d * e);
       S(TensorId::dV, sk_ * dv * e);
+      break;
+    case Order::fa1_backward:
+      for (int64_t j = 0; j < Tc_; ++j) {
+        const int64_t q = rows_in(q_begin(j), q_end(j), Br, sq_);
+        if (q > 0) {
+          L(TensorId::K, kv_rows(j) * d * e);
+          L(TensorId::V, kv_rows(j) * dv * e);
+          S(TensorId::dK, kv_rows(j) * d * e);
+          S(TensorId::dV, kv_rows(j) * dv * e);
+        }
+        L(TensorId::Q, q * d * e);
+        L(TensorId::O, q * dv * e);
+        L(TensorId::dO, q * dv * e);
+        L(TensorId::dQ, q * d * e);
+        L(TensorId::l, q * 4);
+        L(TensorId::m, q * 4);
+        S(TensorId::dQ, q * d * e);
+      }
       break;
   }
   return c;

@@ -16,9 +16,13 @@
 //   Order::backward  FlashAttention-2 backward: K_j, V_j outer, Q_i inner;
 //                    dK_j, dV_j on chip, P recomputed from LSE, dQ accumulated
 //                    in HBM (fp32), D = rowsum(dO o O) computed first.
+//   Order::fa1_backward  Algorithm 4 of FlashAttention: K_j, V_j outer, Q_i
+//                    inner; every step reads Q_i, O_i, dO_i, dQ_i, l_i, m_i and
+//                    writes dQ_i back (in the input precision); D_i is computed
+//                    on chip from dO_i and O_i.
 //
 // Step index k maps to a tile in O(1): fa2: (i, j) = (k / Tc, k % Tc);
-// fa1 and backward: (i, j) = (k % Tr, k / Tr).
+// the others: (i, j) = (k % Tr, k / Tr).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -30,9 +34,10 @@
 
 namespace flashlab::tiled {
 
-enum class Order { fa1, fa2, backward };
+enum class Order { fa1, fa2, backward, fa1_backward };
 std::string to_string(Order order);
-Order parse_order(const std::string& name);  // "fa1" | "fa2" | "backward"
+Order parse_order(const std::string& name);  // "fa1" | "fa2" | "backward" (or "bwd") | "fa1-bwd"
+inline bool is_backward(Order o) { return o == Order::backward || o == Order::fa1_backward; }
 
 // full: every element visible; partial: some masked; skipped: none visible.
 enum class TileKind { full, partial, skipped };
@@ -58,7 +63,7 @@ struct TileStep {
   int64_t col0 = 0, cols = 0;     // key rows   [col0, col0 + cols)
   TileKind kind = TileKind::full;
   int count = 0;                  // transfers used
-  std::array<Transfer, 10> transfers{};  // FA1 uses the most: 9
+  std::array<Transfer, 12> transfers{};  // FA1 backward uses the most: 11
 
   const Transfer* begin() const { return transfers.data(); }
   const Transfer* end() const { return transfers.data() + count; }
@@ -101,7 +106,8 @@ class Schedule {
   int64_t kv_rows(int64_t j) const;  // rows in K/V block j
 
   // Whole-tensor transfers before the first and after the last step
-  // (FA1: initializing O, l, m; backward: D = rowsum(dO o O), dQ = 0, dQ's conversion).
+  // (FA1: initializing O, l, m; backward: D = rowsum(dO o O), dQ = 0, dQ's conversion;
+  // FA1 backward: initializing dQ, dK, dV).
   std::vector<Transfer> prologue() const;
   std::vector<Transfer> epilogue() const;
 
@@ -110,6 +116,9 @@ class Schedule {
   ByteCounts closed_form() const;
 
   int64_t tiles_skipped() const;
+  // Elements of S computed over the pass: rows x cols of every non-skipped tile
+  // (a partial tile is computed whole and masked afterwards).
+  int64_t computed_elements() const;
 
  private:
   void add_step_transfers(TileStep& s) const;

@@ -51,19 +51,20 @@ Stepper::Stepper(const Problem& p, const Tensor& q, const Tensor& k, const Tenso
                  int64_t b, int64_t h)
     : p_(p), q_(q), k_(k), v_(v), tiling_(tiling), order_(order), b_(b), h_(h) {
   check_head(p, b, h);
-  if (order == Order::backward) throw Error("stepper: a backward walk needs O, LSE and dO");
+  if (is_backward(order)) throw Error("stepper: a backward walk needs O, LSE and dO");
   restart();
 }
 
 Stepper::Stepper(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                 const Tensor& lse, const Tensor& d_o, Tiling tiling, int64_t b, int64_t h)
-    : p_(p), q_(q), k_(k), v_(v), o_(o), lse_(lse), d_o_(d_o), tiling_(tiling), order_(Order::backward), b_(b), h_(h) {
+                 const Tensor& lse, const Tensor& d_o, Tiling tiling, int64_t b, int64_t h, Order order)
+    : p_(p), q_(q), k_(k), v_(v), o_(o), lse_(lse), d_o_(d_o), tiling_(tiling), order_(order), b_(b), h_(h) {
   check_head(p, b, h);
+  if (!is_backward(order)) throw Error("stepper: the backward constructor takes a backward order");
   restart();
 }
 
 void Stepper::restart() {
-  buf_ = std::make_unique<Buffers>(order_ == Order::backward
+  buf_ = std::make_unique<Buffers>(is_backward(order_)
                                        ? Buffers::for_backward(p_, q_, k_, v_, o_, lse_, d_o_)
                                        : Buffers::for_forward(p_, q_, k_, v_, order_));
   run_ = std::make_unique<HeadRun>(p_, *buf_, b_, h_, tiling_, order_);

@@ -48,7 +48,7 @@ class Stepper {
           int64_t b = 0, int64_t h = 0);
   // Backward over q, k, v and the forward's o, lse with upstream gradient d_o.
   Stepper(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
-          const Tensor& d_o, Tiling tiling, int64_t b = 0, int64_t h = 0);
+          const Tensor& d_o, Tiling tiling, int64_t b = 0, int64_t h = 0, Order order = Order::backward);
   Stepper(const Stepper&) = delete;  // the buffers point into this object
   Stepper& operator=(const Stepper&) = delete;
 

@@ -1,0 +1,114 @@
+// flashlab estimate: the simulator's IO and roofline model for a problem on a GPU,
+// at one sequence length or over a sweep.
+#include <chrono>
+#include <iostream>
+#include <memory>
+
+#include "commands.hpp"
+#include "flashlab/error.hpp"
+#include "gpu_spec.hpp"
+#include "problem_flags.hpp"
+#include "report.hpp"
+
+namespace flashlab::cli {
+namespace {
+
+// "4096", "512:65536:x2" (multiply) or "128:131072:+128" (add).
+std::vector<int64_t> parse_seqlens(const std::string& spec) {
+  auto number = [&](const std::string& s) {
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(s, &used);
+      if (used != s.size() || v <= 0) throw std::invalid_argument("bad");
+      return static_cast<int64_t>(v);
+    } catch (const std::exception&) {
+      throw Error("--seqlen: '" + s + "' is not a positive integer (expected N, A:B:xK or A:B:+K)");
+    }
+  };
+  const auto c1 = spec.find(':');
+  if (c1 == std::string::npos) return {number(spec)};
+  const auto c2 = spec.find(':', c1 + 1);
+  if (c2 == std::string::npos || c2 + 2 > spec.size() || (spec[c2 + 1] != 'x' && spec[c2 + 1] != '+'))
+    throw Error("--seqlen range '" + spec + "' must be A:B:xK (multiply) or A:B:+K (add)");
+  const int64_t from = number(spec.substr(0, c1)), to = number(spec.substr(c1 + 1, c2 - c1 - 1));
+  const int64_t step = number(spec.substr(c2 + 2));
+  const bool multiply = spec[c2 + 1] == 'x';
+  if (multiply && step < 2) throw Error("--seqlen range: the factor must be at least 2");
+  std::vector<int64_t> out;
+  for (int64_t s = from; s <= to; s = multiply ? s * step : s + step) {
+    out.push_back(s);
+    if (out.size() > 100000) throw Error("--seqlen range '" + spec + "' has more than 100000 points");
+  }
+  if (out.empty()) throw Error("--seqlen range '" + spec + "' is empty");
+  return out;
+}
+
+}  // namespace
+
+void add_estimate(CLI::App& app) {
+  struct Opts {
+    ProblemFlags flags;
+    std::string seqlen = "4096", gpu = "h100-sxm", gpu_file, algo = "all", format = "table";
+    std::vector<std::string> overrides;
+    int64_t block_m = 0, block_n = 0;
+    bool list = false, fused_scale = false;
+  };
+  auto opts = std::make_shared<Opts>();
+  opts->flags.dtype = "bf16";
+  auto* cmd = app.add_subcommand("estimate", "predict FLOPs, HBM/L2/SRAM traffic, time and speedup of standard, FA1, "
+                                             "FA2 and FA3 attention on a GPU (IO + roofline + L2 cache model)");
+  cmd->footer("Example: flashlab estimate --gpu a100-40gb --batch 64 --heads 16 --seqlen 1024 --hdim 64 --dtype fp16 "
+              "--pass fwd+bwd --algo all\n         flashlab estimate --gpu h100-sxm --seqlen 512:65536:x2 --algo fa2 "
+              "--format csv");
+  opts->flags.add_to(*cmd, true, false);
+  cmd->add_option("--seqlen", opts->seqlen, "N, or a sweep A:B:xK (multiply) / A:B:+K (add)")->capture_default_str();
+  cmd->add_option("--gpu", opts->gpu, "preset name (see --list-gpus)")->capture_default_str();
+  cmd->add_option("--gpu-file", opts->gpu_file, "a GPU description of your own (JSON, the presets' schema)");
+  cmd->add_option("--set", opts->overrides, "override a preset field: field=value (e.g. l2_bytes=4e7)");
+  cmd->add_option("--algo", opts->algo, "standard | fa1 | fa2 | fa3 | all")->capture_default_str();
+  cmd->add_option("--block-m", opts->block_m, "Br of the forward kernel (default: the algorithm's)");
+  cmd->add_option("--block-n", opts->block_n, "Bc of the forward kernel (default: the algorithm's)");
+  cmd->add_option("--format", opts->format, "table | json | csv")->capture_default_str()->check(
+      CLI::IsMember({"table", "json", "csv"}));
+  cmd->add_flag("--fused-scale", opts->fused_scale, "standard: scale folded into the GEMM (no separate pass over S)");
+  cmd->add_flag("--list-gpus", opts->list, "list the GPU presets and exit");
+  cmd->callback([opts] {
+    if (opts->list) {
+      for (const auto& name : sim::list_presets()) {
+        const sim::GpuSpec g = sim::load_gpu(name);
+        std::printf("%-10s %s\n", name.c_str(), g.display_name.c_str());
+      }
+      return;
+    }
+    const sim::GpuSpec gpu = opts->gpu_file.empty() ? sim::load_gpu(opts->gpu, false, opts->overrides)
+                                                    : sim::load_gpu(opts->gpu_file, true, opts->overrides);
+    const auto algos = sim::parse_algos(opts->algo);
+    const Pass pass = opts->flags.parsed_pass();
+    sim::Options options;
+    options.block_m = opts->block_m;
+    options.block_n = opts->block_n;
+    options.standard_scale_pass = !opts->fused_scale;
+    std::vector<sim::Estimate> all;
+    const auto seqlens = parse_seqlens(opts->seqlen);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t n = 0; n < seqlens.size(); ++n) {
+      ProblemFlags f = opts->flags;
+      f.seqlen = seqlens[n];
+      const Problem p = f.problem();
+      auto rows = sim::estimate_all(p, gpu, algos, pass, options);
+      all.insert(all.end(), rows.begin(), rows.end());
+      if (seqlens.size() > 200 && (n + 1) % 200 == 0)
+        std::cerr << "estimate: " << n + 1 << "/" << seqlens.size() << " points\n";
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (opts->format == "json") std::cout << sim::to_json(all);
+    else if (opts->format == "csv") std::cout << sim::to_csv(all);
+    else {
+      std::cout << gpu.display_name << ": " << opts->flags.problem().describe() << ", pass " << to_string(pass) << "\n"
+                << sim::to_table(all);
+      std::printf("(%zu estimates in %.2f ms of CPU)\n", all.size(), ms);
+    }
+  });
+}
+
+}  // namespace flashlab::cli

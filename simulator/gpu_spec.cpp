@@ -1,0 +1,154 @@
+#include "gpu_spec.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "flashlab/error.hpp"
+
+namespace flashlab::sim {
+namespace {
+
+using nlohmann::json;
+
+// The value at a dotted path, which must be a {"value": number, "source": text} object.
+double number(const json& j, const std::string& path, const std::string& file) {
+  const json* at = &j;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    const std::string key = path.substr(start, dot - start);
+    if (!at->is_object() || !at->contains(key))
+      throw Error("GPU preset '" + file + "': missing field '" + path + "'");
+    at = &(*at)[key];
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (!at->is_object() || !at->contains("value") || !(*at)["value"].is_number())
+    throw Error("GPU preset '" + file + "': field '" + path + "' must be {\"value\": number, \"source\": text}");
+  if (!at->contains("source") || !(*at)["source"].is_string() || (*at)["source"].get<std::string>().empty())
+    throw Error("GPU preset '" + file + "': field '" + path + "' has no source");
+  const double v = (*at)["value"].get<double>();
+  if (!(v >= 0)) throw Error("GPU preset '" + file + "': field '" + path + "' must be >= 0");
+  return v;
+}
+
+std::string text(const json& j, const char* key, const std::string& file) {
+  if (!j.contains(key) || !j[key].is_string())
+    throw Error("GPU preset '" + file + "': missing text field '" + key + "'");
+  return j[key].get<std::string>();
+}
+
+void apply_override(json& j, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error("--set takes field=value (e.g. hbm_bandwidth_bytes_per_s=3e12), got '" + assignment + "'");
+  const std::string path = assignment.substr(0, eq), raw = assignment.substr(eq + 1);
+  double value;
+  try {
+    size_t used = 0;
+    value = std::stod(raw, &used);
+    if (used != raw.size()) throw std::invalid_argument("junk");
+  } catch (const std::exception&) {
+    throw Error("--set " + path + ": '" + raw + "' is not a number");
+  }
+  json* at = &j;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    const std::string key = path.substr(start, dot - start);
+    if (!at->is_object() || !at->contains(key)) throw Error("--set: the preset has no field '" + path + "'");
+    at = &(*at)[key];
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (!at->is_object() || !at->contains("value")) throw Error("--set: '" + path + "' is not a numeric field");
+  (*at)["value"] = value;
+  (*at)["source"] = "override: --set " + assignment;
+}
+
+GpuSpec parse(const json& j, const std::string& file) {
+  if (!j.is_object()) throw Error("GPU preset '" + file + "': the top level must be a JSON object");
+  GpuSpec g;
+  g.name = text(j, "name", file);
+  g.display_name = text(j, "display_name", file);
+  g.architecture = text(j, "architecture", file);
+  g.sm_count = number(j, "sm_count", file);
+  g.clock_ghz = number(j, "clock_ghz", file);
+  g.smem_per_sm_bytes = number(j, "smem_per_sm_bytes", file);
+  g.smem_per_block_bytes = number(j, "smem_per_block_bytes", file);
+  g.registers_per_sm = number(j, "registers_per_sm", file);
+  g.max_threads_per_sm = number(j, "max_threads_per_sm", file);
+  g.max_blocks_per_sm = number(j, "max_blocks_per_sm", file);
+  g.l2_bytes = number(j, "l2_bytes", file);
+  g.l2_bandwidth = number(j, "l2_bandwidth_bytes_per_s", file);
+  g.hbm_bytes = number(j, "hbm_bytes", file);
+  g.hbm_bandwidth = number(j, "hbm_bandwidth_bytes_per_s", file);
+  g.hbm_achievable_fraction = number(j, "hbm_achievable_fraction", file);
+  g.tensor_fp16 = number(j, "tensor_flops_per_s.fp16", file);
+  g.tensor_bf16 = number(j, "tensor_flops_per_s.bf16", file);
+  g.tensor_fp32 = number(j, "tensor_flops_per_s.fp32", file);
+  g.tensor_fp8 = number(j, "tensor_flops_per_s.fp8", file);
+  g.mma_sync_fraction = number(j, "tensor_paths.mma_sync.fraction", file);
+  g.wgmma_fraction = number(j, "tensor_paths.wgmma.fraction", file);
+  g.fp32_flops = number(j, "fp32_flops_per_s", file);
+  g.exp_per_s = number(j, "exp_per_s", file);
+  g.kernel_launch_s = number(j, "kernel_launch_s", file);
+  for (auto [v, name] : {std::pair{g.sm_count, "sm_count"}, {g.clock_ghz, "clock_ghz"}, {g.l2_bytes, "l2_bytes"},
+                         {g.hbm_bandwidth, "hbm_bandwidth_bytes_per_s"}, {g.fp32_flops, "fp32_flops_per_s"},
+                         {g.exp_per_s, "exp_per_s"}, {g.smem_per_block_bytes, "smem_per_block_bytes"},
+                         {g.l2_bandwidth, "l2_bandwidth_bytes_per_s"}}) {
+    if (v <= 0) throw Error("GPU preset '" + file + "': field '" + name + "' must be positive");
+  }
+  if (g.hbm_achievable_fraction > 1 || g.hbm_achievable_fraction <= 0)
+    throw Error("GPU preset '" + file + "': hbm_achievable_fraction must be in (0, 1]");
+  return g;
+}
+
+}  // namespace
+
+double GpuSpec::tensor_peak(DType dtype) const {
+  switch (dtype) {
+    case DType::fp16: return tensor_fp16;
+    case DType::bf16: return tensor_bf16;
+    case DType::fp32: return tensor_fp32;
+  }
+  return 0;
+}
+
+std::string preset_dir() {
+  if (const char* env = std::getenv("FLASHLAB_PRESETS")) return env;
+  return FLASHLAB_PRESET_DIR;
+}
+
+std::vector<std::string> list_presets() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(preset_dir(), ec))
+    if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+GpuSpec load_gpu(const std::string& name_or_path, bool from_file, const std::vector<std::string>& overrides) {
+  const std::string path = from_file ? name_or_path : preset_dir() + "/" + name_or_path + ".json";
+  std::ifstream in(path);
+  if (!in) {
+    if (from_file) throw Error("cannot open GPU file '" + path + "'");
+    std::string names;
+    for (const auto& n : list_presets()) names += (names.empty() ? "" : ", ") + n;
+    throw Error("unknown GPU '" + name_or_path + "': expected one of " + names + " (or --gpu-file F.json)");
+  }
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw Error("GPU preset '" + path + "' is not valid JSON: " + e.what());
+  }
+  for (const auto& o : overrides) apply_override(j, o);
+  return parse(j, path);
+}
+
+}  // namespace flashlab::sim

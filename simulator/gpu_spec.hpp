@@ -1,0 +1,36 @@
+// GpuSpec: a GPU's hardware described as data (presets/NAME.json), never in code.
+//
+// Every number in a preset is {"value": ..., "source": ...}; load_gpu() reads
+// one, applies "field=value" overrides (dotted paths such as
+// tensor_flops_per_s.bf16), and refuses a malformed or incomplete file with an
+// error naming the field.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "flashlab/dtype.hpp"
+
+namespace flashlab::sim {
+
+struct GpuSpec {
+  std::string name, display_name, architecture;
+  double sm_count = 0, clock_ghz = 0;
+  double smem_per_sm_bytes = 0, smem_per_block_bytes = 0;
+  double registers_per_sm = 0, max_threads_per_sm = 0, max_blocks_per_sm = 0;
+  double l2_bytes = 0, l2_bandwidth = 0;                   // bytes, bytes/s
+  double hbm_bytes = 0, hbm_bandwidth = 0, hbm_achievable_fraction = 0;
+  double tensor_fp16 = 0, tensor_bf16 = 0, tensor_fp32 = 0, tensor_fp8 = 0;  // dense FLOP/s
+  double mma_sync_fraction = 0, wgmma_fraction = 0;       // of the tensor peak, per instruction path
+  double fp32_flops = 0, exp_per_s = 0, kernel_launch_s = 0;
+
+  double tensor_peak(DType dtype) const;                  // FLOP/s for this storage dtype
+  double hbm_effective() const { return hbm_bandwidth * hbm_achievable_fraction; }
+};
+
+std::string preset_dir();                                 // $FLASHLAB_PRESETS or the source tree's presets/
+std::vector<std::string> list_presets();                  // names, sorted
+// name: a preset name (h100-sxm) or, with from_file, a path to a JSON file.
+GpuSpec load_gpu(const std::string& name_or_path, bool from_file = false,
+                 const std::vector<std::string>& overrides = {});
+
+}  // namespace flashlab::sim
