@@ -104,7 +104,10 @@ void add_estimate(CLI::App& app) {
     if (opts->format == "json") std::cout << sim::to_json(all);
     else if (opts->format == "csv") std::cout << sim::to_csv(all);
     else {
-      std::cout << gpu.display_name << ": " << opts->flags.problem().describe() << ", pass " << to_string(pass) << "\n"
+      ProblemFlags first = opts->flags;
+      first.seqlen = seqlens.front();
+      std::cout << gpu.display_name << ": " << first.problem().describe() << (seqlens.size() > 1 ? " (first point)" : "")
+                << ", pass " << to_string(pass) << "\n"
                 << sim::to_table(all);
       std::printf("(%zu estimates in %.2f ms of CPU)\n", all.size(), ms);
     }

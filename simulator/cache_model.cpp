@@ -7,9 +7,11 @@
 
 namespace flashlab::sim {
 
-// The share of L2 the re-used data can count on: the rest holds lines of the
-// streams passing through (Q and O blocks, outputs) and conflict misses.
-constexpr double kL2Usable = 0.75;
+// The share of L2 the re-used data can count on. A100 and H100 split their L2
+// into two partitions, and a line read by SMs on both sides can be held in
+// both; streams passing through (Q and O blocks, outputs) take their share
+// too. Half the L2 is the assumption; simulator/README.md shows what it gives.
+constexpr double kL2Usable = 0.5;
 
 ReuseResult replay_l2(const ReuseWorkload& w, double l2_bytes) {
   ReuseResult r;

@@ -79,6 +79,7 @@ GpuSpec parse(const json& j, const std::string& file) {
   g.clock_ghz = number(j, "clock_ghz", file);
   g.smem_per_sm_bytes = number(j, "smem_per_sm_bytes", file);
   g.smem_per_block_bytes = number(j, "smem_per_block_bytes", file);
+  g.sram_per_sm_bytes = number(j, "sram_per_sm_bytes", file);
   g.registers_per_sm = number(j, "registers_per_sm", file);
   g.max_threads_per_sm = number(j, "max_threads_per_sm", file);
   g.max_blocks_per_sm = number(j, "max_blocks_per_sm", file);

@@ -16,6 +16,7 @@ struct GpuSpec {
   std::string name, display_name, architecture;
   double sm_count = 0, clock_ghz = 0;
   double smem_per_sm_bytes = 0, smem_per_block_bytes = 0;
+  double sram_per_sm_bytes = 0;                            // L1 + shared: the FlashAttention paper's M
   double registers_per_sm = 0, max_threads_per_sm = 0, max_blocks_per_sm = 0;
   double l2_bytes = 0, l2_bandwidth = 0;                   // bytes, bytes/s
   double hbm_bytes = 0, hbm_bandwidth = 0, hbm_achievable_fraction = 0;

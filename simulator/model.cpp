@@ -59,8 +59,8 @@ Shape fused_shape(const Problem& p, const GpuSpec& g, Algo algo, bool backward, 
   Shape s{};
   switch (algo) {
     case Algo::fa1: {
-      // Algorithm 1: Bc = ceil(M / 4d), Br = min(Bc, d), M the SRAM of one SM in elements.
-      s.tiling = Tiling::from_sram(static_cast<int64_t>(g.smem_per_sm_bytes) / e, d);
+      // Algorithm 1: Bc = ceil(M / 4d), Br = min(Bc, d), M the on-chip SRAM of one SM in elements.
+      s.tiling = Tiling::from_sram(static_cast<int64_t>(g.sram_per_sm_bytes) / e, d);
       s.threads = 128;
       s.path = g.mma_sync_fraction;
       s.one_cta_per_head = true;
@@ -88,7 +88,7 @@ Shape fused_shape(const Problem& p, const GpuSpec& g, Algo algo, bool backward, 
   const double stages = algo == Algo::fa3 ? 2 : 1;  // FA3 double-buffers K and V through TMA
   s.smem = backward ? (Br * (p.head_dim + p.dv()) + Bc * (p.head_dim + p.dv())) * e + Br * p.head_dim * 4
                     : (Br * p.head_dim + stages * Bc * (p.head_dim + p.dv())) * e;
-  if (s.smem > g.smem_per_block_bytes)
+  if (algo != Algo::fa1 && s.smem > g.smem_per_block_bytes)
     throw Error(to_string(algo) + (backward ? " backward" : " forward") + ": tiles " + s.tiling.describe() +
                 " need " + std::to_string(static_cast<int64_t>(s.smem)) + " bytes of shared memory, more than " +
                 g.name + "'s " + std::to_string(static_cast<int64_t>(g.smem_per_block_bytes)) +
@@ -127,7 +127,8 @@ void finish_times(PassCost& c, const GpuSpec& g, Algo algo, double tensor_rate) 
 
 PassCost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const Options& o) {
   const Shape shape = fused_shape(p, g, algo, backward, o);
-  const Order order = backward ? Order::backward : (algo == Algo::fa1 ? Order::fa1 : Order::fa2);
+  const Order order = algo == Algo::fa1 ? (backward ? Order::fa1_backward : Order::fa1)
+                                        : (backward ? Order::backward : Order::fa2);
   const int64_t d = p.head_dim, dv = p.dv();
   PassCost c;
   c.Br = shape.tiling.Br;
@@ -174,10 +175,10 @@ PassCost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward
     w.heads = heads;
     w.resident_ctas = resident;
     w.reuse_bytes = reread + rewrite;
-    if (shape.one_cta_per_head) {
+    if (shape.one_cta_per_head) {  // FA1: Q and O (forward), Q, O, dO, dQ (backward), with l and m
       w.ctas_per_head = 1;
       w.within_cta = true;
-      w.key_bytes = sq * (d + dv) * double(bytes_per_element(p.dtype)) + 8.0 * sq;
+      w.key_bytes = sq * (backward ? 2 * d + 2 * dv : d + dv) * double(bytes_per_element(p.dtype)) + 8.0 * sq;
     } else if (!backward) {
       w.ctas_per_head = static_cast<double>(sch.Tr());
       w.key_bytes = sk * (d + dv) * double(bytes_per_element(p.dtype));
