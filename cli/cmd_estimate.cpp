@@ -8,7 +8,11 @@
 #include "flashlab/error.hpp"
 #include "gpu_spec.hpp"
 #include "problem_flags.hpp"
+#include "plot.hpp"
 #include "report.hpp"
+
+#include <filesystem>
+#include <fstream>
 
 namespace flashlab::cli {
 namespace {
@@ -48,7 +52,7 @@ std::vector<int64_t> parse_seqlens(const std::string& spec) {
 void add_estimate(CLI::App& app) {
   struct Opts {
     ProblemFlags flags;
-    std::string seqlen = "4096", gpu = "h100-sxm", gpu_file, algo = "all", format = "table";
+    std::string seqlen = "4096", gpu = "h100-sxm", gpu_file, algo = "all", format = "table", plot;
     std::vector<std::string> overrides;
     int64_t block_m = 0, block_n = 0;
     bool list = false, fused_scale = false;
@@ -72,6 +76,8 @@ void add_estimate(CLI::App& app) {
       CLI::IsMember({"table", "json", "csv"}));
   cmd->add_flag("--fused-scale", opts->fused_scale, "standard: scale folded into the GEMM (no separate pass over S)");
   cmd->add_flag("--list-gpus", opts->list, "list the GPU presets and exit");
+  cmd->add_option("--plot", opts->plot, "also write an SVG: the roofline with a point per algorithm and the "
+                                        "speedup-vs-seqlen curve");
   cmd->callback([opts] {
     if (opts->list) {
       for (const auto& name : sim::list_presets()) {
@@ -101,6 +107,15 @@ void add_estimate(CLI::App& app) {
         std::cerr << "estimate: " << n + 1 << "/" << seqlens.size() << " points\n";
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!opts->plot.empty()) {  // written whole to a temporary name, then moved into place
+      const std::string tmp = opts->plot + ".tmp";
+      {
+        std::ofstream out(tmp);
+        out << sim::plot_svg(gpu, parse_dtype(opts->flags.dtype), all);
+        if (!out) throw Error("cannot write '" + opts->plot + "'");
+      }
+      std::filesystem::rename(tmp, opts->plot);
+    }
     if (opts->format == "json") std::cout << sim::to_json(all);
     else if (opts->format == "csv") std::cout << sim::to_csv(all);
     else {

@@ -53,6 +53,21 @@ if [ "${2:-}" != "sanitized" ]; then  # memory is only meaningful without the sa
   fi
 fi
 
+# The simulator: the FlashAttention paper's Fig. 2 (A100, GPT-2 medium, forward + backward).
+fig2=$("$flashlab" estimate --gpu a100-40gb --batch 64 --heads 16 --seqlen 1024 --hdim 64 --dtype fp16 --pass fwd+bwd --algo all --format json 2>&1)
+if python3 - "$fig2" <<'PY'
+import json, sys
+rows = {r["algo"]: (r["hbm_read_bytes"] + r["hbm_write_bytes"]) / 1e9 for r in json.loads(sys.argv[1])}
+print(f"       standard {rows['standard']:.1f} GB, fa1 {rows['fa1']:.2f} GB, fa2 {rows['fa2']:.2f} GB")
+sys.exit(0 if 30 <= rows["standard"] <= 45 and 4.0 <= rows["fa1"] <= 4.8 else 1)
+PY
+then passed=$((passed + 1)); echo "ok     estimate reproduces Fig. 2's HBM traffic"
+else failed=$((failed + 1)); echo "FAILED estimate Fig. 2: $fig2"; fi
+ok "estimate sweeps as CSV" "^fa2,h100-sxm,fwd,65536" -- estimate --seqlen 512:65536:x2 --algo fa2 --format csv
+ok "estimate lists the GPUs" "rtx-4090" -- estimate --list-gpus
+ok "estimate draws an SVG" "estimates in" -- estimate --seqlen 1024:8192:x2 --plot "$work/roof.svg"
+grep -q "<svg" "$work/roof.svg" && passed=$((passed + 1)) && echo "ok     the SVG is there" || { failed=$((failed + 1)); echo "FAILED no SVG"; }
+
 mkdir -p "$work/out"
 printf 'not a numpy file' > "$work/bad.npy"
 refused "heads not a multiple of kv-heads" "multiple of kv-heads" -- check --heads 6 --kv-heads 4
@@ -65,6 +80,12 @@ refused "malformed .npy" "malformed .npy file" -- run --q "$work/bad.npy" --k "$
 refused "the reference refuses a 65536^2 problem, naming the bytes" "would need [0-9]+ bytes" -- \
   run --impl reference --seqlen 65536 --out "$work/out"
 refused "unknown subcommand" "" -- frobnicate
+refused "unknown GPU" "unknown GPU 'b200'" -- estimate --gpu b200
+refused "bad preset override" "no field 'l3_bytes'" -- estimate --set l3_bytes=1
+refused "bad sweep" "must be A:B:xK" -- estimate --seqlen 512:1024
+refused "tiles that do not fit in shared memory" "shared memory" -- estimate --algo fa2 --block-m 1024 --block-n 1024 --hdim 256
+printf '{"name": "x"' > "$work/bad_gpu.json"
+refused "malformed GPU file" "not valid JSON" -- estimate --gpu-file "$work/bad_gpu.json"
 
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
