@@ -13,18 +13,23 @@
 //   backward/tiled_fa2         tiled FA2 backward with the CPU default tiling.
 //   sweep/tiled_fa2_forward    tiled FA2 forward at N = 4096 over tile sizes.
 //
-// Every case uses all cores: OpenMP's default thread count (one per core);
-// Eigen's GEMM runs on those threads when called outside a parallel region
-// and on one thread inside one. Counters per case:
-//   GFLOP/s    FLOPs / wall time. forward = p.forward_flops() = 4 N^2 d
-//              (non-causal); backward = 2.5 x forward (the anchors' convention).
-//   others_cores  cores other processes used meanwhile (the machine may be shared).
-//   peak_MiB   growth of the process's peak RSS (VmHWM) over the RSS held just
-//              before the timed loop: what the calls allocate and touch on top
-//              of their inputs. Reset per case by writing 5 to
-//              /proc/self/clear_refs.
-// Wall time is the benchmark's time (UseRealTime); cpu_time is the whole
-// process's CPU time, so cpu_time / real_time says how many cores were busy.
+// Every case runs with all cores available: OpenMP's default thread count (one
+// per core). Eigen's GEMM splits over those threads when called outside a
+// parallel region and runs on one thread inside one. The implementations
+// decide how much of that they use: the reference and the tiled backward split
+// work by head, so at batch 1, heads 1 they keep one core busy.
+//
+// Counters per case:
+//   GFLOP/s       FLOPs / wall time. forward = p.forward_flops() = 4 N^2 d (no
+//                 mask); backward = 2.5 x forward (the anchors' convention).
+//   peak_MiB      growth of the process's peak RSS (VmHWM) over the RSS held
+//                 just before the timed loop: what the calls allocate and touch
+//                 on top of their inputs. Reset per case by writing 5 to
+//                 /proc/self/clear_refs.
+//   others_cores  cores other processes kept busy meanwhile (shared machines).
+// Time is wall time (UseRealTime); cpu_time is the whole process's CPU time
+// (MeasureProcessCPUTime), so cpu_time / real_time is the cores kept busy,
+// OpenMP's spin-waiting included.
 //
 // Run it through bench/run_cpu.sh, which writes JSON and a summary table.
 //
@@ -70,8 +75,8 @@ namespace tiled = flashlab::tiled;
 // [SECTION] inputs: one problem size, seeded random tensors
 //-----------------------------------------------------------------------------
 
-// Backward does about 2.5x the forward's FLOPs (5 GEMMs of the forward's 2, of
-// which one recomputes S): FlashAttention's benchmark convention.
+// Backward makes five N x N x d products (S recomputed, dV, dP, dQ, dK) to the
+// forward's two (S, PV): 2.5x, FlashAttention's benchmark convention.
 constexpr double kBackwardFlopsPerForward = 2.5;
 
 // batch 1, heads 1, seqlen N x N, head_dim d, fp32, no mask.
@@ -98,7 +103,10 @@ Tensor random_tensor(const std::vector<int64_t>& shape, uint32_t seed) {
 }
 
 struct Inputs {
-  Tensor q, k, v, d_o;  // Q, dO: (1, N, 1, d); K, V: (1, N, 1, d)
+  Tensor q;    // (batch, seqlen_q, heads_q, head_dim)  = (1, N, 1, d)
+  Tensor k;    // (batch, seqlen_k, heads_kv, head_dim) = (1, N, 1, d)
+  Tensor v;    // (batch, seqlen_k, heads_kv, head_dim) = (1, N, 1, d)
+  Tensor d_o;  // like O: (1, N, 1, d), for the backward passes
   explicit Inputs(const Problem& p)
       : q(random_tensor(p.q_shape(), 1)),
         k(random_tensor(p.k_shape(), 2)),
@@ -309,6 +317,13 @@ benchmark::internal::Benchmark* common(benchmark::internal::Benchmark* b) {
   return b->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
 }
 
+// The quick cases the acceptance criteria and the sweep compare: the median of
+// three runs, so one burst of another process's work does not decide them.
+constexpr int kRepetitions = 3;
+benchmark::internal::Benchmark* repeated(benchmark::internal::Benchmark* b) {
+  return b->Repetitions(kRepetitions)->ReportAggregatesOnly(true);
+}
+
 benchmark::internal::Benchmark* attention_sizes(benchmark::internal::Benchmark* b) {
   return common(b->ArgsProduct({kSeqlens, kHeadDims})->ArgNames({"N", "d"}));
 }
@@ -317,28 +332,28 @@ void register_all() {
   const tiled::Tiling def = tiled::kCpuDefault;
   const std::string def_name = "Br:" + std::to_string(def.Br) + "/Bc:" + std::to_string(def.Bc);
 
-  common(benchmark::RegisterBenchmark("ceiling/eigen_gemm", BM_eigen_gemm)
+  repeated(common(benchmark::RegisterBenchmark("ceiling/eigen_gemm", BM_eigen_gemm)
              ->ArgNames({"M", "K", "N"})
              ->Args({1024, 1024, 1024})     // square
              ->Args({2048, 2048, 2048})     // square, larger
              ->Args({4096, 64, 4096})       // S = Q K^T at N = 4096, d = 64
              ->Args({4096, 128, 4096})      // S = Q K^T at N = 4096, d = 128
              ->Args({4096, 4096, 64})       // O = P V   at N = 4096, d = 64
-             ->Args({4096, 4096, 128}));    // O = P V   at N = 4096, d = 128
-  common(benchmark::RegisterBenchmark("ceiling/eigen_tile_gemm", BM_eigen_tile_gemm)
-             ->ArgNames({"Br", "Bc", "d"})
-             ->ArgsProduct({{def.Br}, {def.Bc}, kHeadDims}));
+             ->Args({4096, 4096, 128})));   // O = P V   at N = 4096, d = 128
+  repeated(common(benchmark::RegisterBenchmark("ceiling/eigen_tile_gemm", BM_eigen_tile_gemm)
+                      ->ArgNames({"Br", "Bc", "d"})
+                      ->ArgsProduct({{def.Br}, {def.Bc}, kHeadDims})));
 
   attention_sizes(benchmark::RegisterBenchmark("forward/reference", BM_forward_reference));
-  attention_sizes(benchmark::RegisterBenchmark(("forward/tiled_fa2/" + def_name).c_str(), BM_forward_tiled, def));
+  repeated(attention_sizes(benchmark::RegisterBenchmark(("forward/tiled_fa2/" + def_name).c_str(), BM_forward_tiled, def)));
   attention_sizes(benchmark::RegisterBenchmark("backward/reference", BM_backward_reference));
   attention_sizes(benchmark::RegisterBenchmark(("backward/tiled_fa2/" + def_name).c_str(), BM_backward_tiled, def));
 
   for (const tiled::Tiling& t : kSweepTilings) {
     const std::string name = "sweep/tiled_fa2_forward/Br:" + std::to_string(t.Br) + "/Bc:" + std::to_string(t.Bc);
-    common(benchmark::RegisterBenchmark(name.c_str(), BM_forward_tiled, t)
-               ->ArgsProduct({{kSweepSeqlen}, kHeadDims})
-               ->ArgNames({"N", "d"}));
+    repeated(common(benchmark::RegisterBenchmark(name.c_str(), BM_forward_tiled, t)
+                        ->ArgsProduct({{kSweepSeqlen}, kHeadDims})
+                        ->ArgNames({"N", "d"})));
   }
 }
 

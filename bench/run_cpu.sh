@@ -10,8 +10,10 @@
 #   flags after --       go to flashlab_bench_cpu, e.g. --benchmark_filter=forward
 #
 # Timings on a shared machine are only as good as its idle cores: the script
-# measures how busy the machine was besides the benchmark and writes it into
-# the summary.
+# waits for them, measures how busy the machine was besides the benchmark
+# (the JSON has it per case, as others_cores) and writes it into the summary.
+# Niceness does not help against another login session's work: with the
+# kernel's autogroup scheduling each session gets an equal share of the CPU.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -56,9 +58,16 @@ others_busy_cores() {  # cores used by everything on the machine over 2 seconds 
   awk -v a="$a" -v b="$b" -v hz="$hz" 'BEGIN{printf "%.2f", (b - a) / hz / 2}'
 }
 waited=0
+idle_samples=0
 while :; do
   busy="$(others_busy_cores)"
-  if awk -v b="$busy" 'BEGIN{exit !(b < 0.25)}'; then break; fi
+  if awk -v b="$busy" 'BEGIN{exit !(b < 0.25)}'; then
+    idle_samples=$((idle_samples + 1))
+    [ "$idle_samples" -ge 3 ] && break  # idle for 6 s in a row, not a pause between two compiles
+    waited=$((waited + 2))
+    continue
+  fi
+  idle_samples=0
   if [ "$waited" -ge "$wait_idle" ]; then
     echo "run_cpu: WARNING: other processes still use $busy cores after ${waited}s; measuring anyway (numbers will be low)" >&2
     break
