@@ -198,5 +198,9 @@ TEST_CASE("one estimate takes well under 5 ms of CPU; a 1000-point sweep under 2
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   MESSAGE("1000 FA2 fwd+bwd estimates, seqlen 128..128000: " << s << " s");
+#if defined(FLASHLAB_SANITIZED)
+  MESSAGE("skipped: the time limit is not checked under the sanitizers, which slow the code several times");
+#else
   CHECK(s < 2.0);
+#endif
 }
