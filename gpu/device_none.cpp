@@ -5,3 +5,18 @@ namespace flashlab::gpu {
 DeviceInfo probe_device() { return {false, "", 0, 0, "built without CUDA (no nvcc at configure time)"}; }
 
 }  // namespace flashlab::gpu
+
+#include "flashlab/error.hpp"
+#include "host.hpp"
+
+namespace flashlab::gpu {
+
+std::string unsupported(const std::string&, const Problem&) {
+  return "skipped: built without CUDA (no nvcc at configure time)";
+}
+
+HostForward run_forward(const std::string& kernel, const Problem&, const Tensor&, const Tensor&, const Tensor&) {
+  throw Error("gpu " + kernel + ": flashlab was built without CUDA");
+}
+
+}  // namespace flashlab::gpu

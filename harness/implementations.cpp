@@ -3,6 +3,9 @@
 #include "attention_reference.hpp"
 #include "device.hpp"
 #include "executor.hpp"
+#include "host.hpp"
+
+#include <tuple>
 #include "flashlab/error.hpp"
 
 namespace flashlab::harness {
@@ -57,8 +60,26 @@ std::vector<Implementation> build() {
     });
   }
 
-  // GPU implementations register here (gpu-standard, gpu-fa1-minimal, gpu-fa2, gpu-fa3)
-  // as they land; each reports "skipped: no CUDA device" where there is none.
+  // GPU implementations (gpu/): each reports "skipped: no CUDA device" where there is none.
+  // Forward only so far; the backward kernels are still to come (issue 4).
+  for (const auto& [name, kernel, what] :
+       {std::tuple{"gpu-standard", "standard", "cuBLAS QK^T, a softmax kernel, cuBLAS PV: S and P in HBM"},
+        std::tuple{"gpu-fa1-minimal", "fa1_minimal", "Algorithm 1 in plain CUDA, fp32 scalar"},
+        std::tuple{"gpu-fa2", "fa2", "FlashAttention-2 forward on tensor cores (mma.sync, ldmatrix, cp.async)"}}) {
+    const std::string k = kernel;
+    list.push_back({
+        name,
+        what,
+        false,
+        true,
+        [k](const Problem& p, const Tensor& q, const Tensor& kk, const Tensor& v) {
+          auto r = gpu::run_forward(k, p, q, kk, v);
+          return ForwardOut{std::move(r.o), std::move(r.lse)};
+        },
+        nullptr,
+        [k](const Problem& p) { return gpu::unsupported(k, p); },
+    });
+  }
   return list;
 }
 

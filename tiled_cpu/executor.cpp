@@ -228,6 +228,18 @@ void HeadRun::scores(const TileStep& st, const Sram& s, Tile& S, Tile* dot) cons
   }
 }
 
+// exp(-inf) must be 0, but a vectorized exp clamps its input (Eigen's to about
+// -88) and returns a tiny positive number instead; in a row that sees only a
+// few keys those add up. Masked elements of a partial tile are set to 0 exactly.
+void HeadRun::zero_masked(const TileStep& st, Tile& P) const {
+  if (st.kind != TileKind::partial) return;
+  for (int64_t r = 0; r < P.rows(); ++r) {
+    const int64_t lo = p_.col_begin(b_, st.row0 + r) - st.col0, hi = p_.col_end(b_, st.row0 + r) - st.col0;
+    for (int64_t c = 0; c < P.cols(); ++c)
+      if (c < lo || c >= hi) P(r, c) = 0.0f;
+  }
+}
+
 // Multiplies P by the dropout scale Z = keep / (1 - p), in place.
 static void apply_dropout(const Problem& p, int64_t b, int64_t h, const TileStep& st, Tile& P) {
   if (p.dropout_p <= 0) return;
@@ -260,9 +272,10 @@ void HeadRun::forward_tile(const TileStep& st, Sram& s, Observer* obs) {
     for (int64_t r = 0; r < S.rows(); ++r) {
       auto row = S.row(r).array();
       row = (row - m_use(r)).exp();
-      s.l(r) = alpha(r) * s.l(r) + row.sum();
     }
     Tile& P = S;
+    zero_masked(st, P);
+    s.l = alpha.cwiseProduct(s.l) + P.rowwise().sum();
     apply_dropout(p_, b_, h_, st, P);
     s.O = alpha.asDiagonal() * s.O;
     s.O.noalias() += P * s.V;
@@ -274,6 +287,7 @@ void HeadRun::forward_tile(const TileStep& st, Sram& s, Observer* obs) {
     //   O_i = diag(l_new)^-1 (diag(l) e^(m - m_new) O_i + e^(m~ - m_new) P~ V_j)
     const Eigen::VectorXf m_tile_use = m_tile.unaryExpr(&safe_max);
     Tile P = (S.colwise() - m_tile_use).array().exp().matrix();
+    zero_masked(st, P);
     const Eigen::VectorXf l_tile = P.rowwise().sum();
     const Eigen::VectorXf a_old = (m_old - m_use).array().exp().matrix();
     const Eigen::VectorXf a_tile = (m_tile - m_use).array().exp().matrix();
@@ -307,12 +321,14 @@ void HeadRun::backward_tile(const TileStep& st, Sram& s, Observer* obs) {
     // Algorithm 4: P_ij = diag(l_i)^-1 exp(S_ij - m_i), D_i = rowsum(dO_i o O_i) on chip.
     const Eigen::VectorXf m_use = s.m.unaryExpr(&safe_max);
     P = (S.colwise() - m_use).array().exp().matrix();
+    zero_masked(st, P);
     for (int64_t r = 0; r < P.rows(); ++r) P.row(r) *= s.l(r) > 0 ? 1.0f / s.l(r) : 0.0f;
     s.D = s.dO.cwiseProduct(s.O).rowwise().sum();
   } else {
     // P_ij = exp(S_ij - LSE_i): the forward's probabilities, recomputed.
     const Eigen::VectorXf lse_use = s.lse.unaryExpr(&safe_max);
     P = (S.colwise() - lse_use).array().exp().matrix();
+    zero_masked(st, P);
   }
   Tile Pd = P;                                                          // P o Z
   apply_dropout(p_, b_, h_, st, Pd);

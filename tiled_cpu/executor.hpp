@@ -90,6 +90,7 @@ class HeadRun {
   void forward_tile(const TileStep& s, Sram& sram, Observer* obs);
   void backward_tile(const TileStep& s, Sram& sram, Observer* obs);
   void scores(const TileStep& s, const Sram& sram, Tile& S, Tile* dot) const;
+  void zero_masked(const TileStep& s, Tile& P) const;
   Tensor* hbm(TensorId t);
   void copy_rows(const Transfer& t, std::vector<float>& out) const;
   void paste_rows(const Transfer& t, const std::vector<float>& in);

@@ -1,0 +1,306 @@
+// fa2: FlashAttention-2 forward on tensor cores.
+//
+// One CTA per (Q block of Br = 64 rows, head, batch); 4 warps, each owning 16
+// query rows. K_j and V_j stream through shared memory (cp.async, two stages
+// for head_dim <= 128), swizzled so that ldmatrix reads are conflict-free.
+//   S_ij = Q_i K_j^T       mma.sync m16n8k16, fp32 accumulate (Q via ldmatrix, K via ldmatrix)
+//   m, l, P~               online softmax on the accumulator fragments, exp2 with
+//                          scale * log2(e) folded in; rows reduced across the 4 lanes of a quad
+//   O_i += P~ V_j          P~ repacked in registers as the A operand (bf16/fp16), V via ldmatrix.trans
+//   O_i / l_i, LSE_i       once, after the last K/V block (deferred normalization)
+// Tiles wholly outside the causal / sliding-window mask are never visited; the
+// partial ones are masked element by element.
+//
+// Version index (time with bench/gpu_compare.py on the GPU machine; numbers in bench/results/):
+//   v1  Br = Bc = 64, 4 warps, 2-stage cp.async for K/V, XOR-swizzled smem, Q re-read per tile
+//       via ldmatrix; head_dim 64/128/256; causal, window, softcap, GQA, varlen, LSE.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "cuda_check.hpp"
+#include "kernels.hpp"
+#include "mask.cuh"
+
+namespace flashlab::gpu {
+namespace {
+
+constexpr int kBr = 64, kBc = 64, kWarps = 4, kThreads = kWarps * 32;
+constexpr float kLog2e = 1.4426950408889634f;  // log2(e): exp(x) = exp2(x * log2(e))
+constexpr float kLn2 = 0.6931471805599453f;    // ln(2)
+
+// ---- shared memory: a tile of `rows` x D elements, 16-byte chunks XOR-swizzled by row
+template <int D>
+__device__ __forceinline__ int swizzle(int row, int chunk) {
+  return row * D + ((chunk ^ (row & 7)) << 3);  // element offset of the chunk
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;  // 0: fill the 16 bytes with zeros
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+// Copies rows [row0, row0 + rows_total) of a (seqlen, row_stride) tensor into a swizzled tile; rows past
+// `valid_rows` are zero-filled.
+template <int D, typename T>
+__device__ __forceinline__ void load_tile(T* tile, const T* src, int64_t row_stride, int row0, int valid_rows,
+                                          int rows_total) {
+  constexpr int kChunks = D / 8;
+  for (int idx = threadIdx.x; idx < rows_total * kChunks; idx += kThreads) {
+    const int r = idx / kChunks, c = idx % kChunks;
+    const bool ok = row0 + r < valid_rows;
+    const T* from = src + (ok ? int64_t(row0 + r) * row_stride + c * 8 : 0);
+    cp_async_16(tile + swizzle<D>(r, c), from, ok);
+  }
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// D (16x8 fp32) += A (16x16) * B (16x8), A and B in bf16 or fp16.
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// ---- the kernel
+template <int D, int kStages, typename T>
+__global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);  // (Br, D)
+  T* sK = sQ + kBr * D;                     // (stages, Bc, D)
+  T* sV = sK + kStages * kBc * D;           // (stages, Bc, D)
+
+  const int i_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int g = h / (p.heads_q / p.heads_kv);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int qrow = lane / 4, qcol = (lane % 4) * 2;  // this thread's row in an 8-row group, first column of its pair
+
+  // Sequence bounds of this batch entry (varlen or fixed).
+  const int q_start = p.cu_seqlens_q ? p.cu_seqlens_q[b] : 0, k_start = p.cu_seqlens_k ? p.cu_seqlens_k[b] : 0;
+  const int sq = p.cu_seqlens_q ? p.cu_seqlens_q[b + 1] - q_start : p.seqlen_q;
+  const int sk = p.cu_seqlens_k ? p.cu_seqlens_k[b + 1] - k_start : p.seqlen_k;
+  const int row0 = i_block * kBr;
+  if (row0 >= sq) return;
+  const int64_t qb = p.cu_seqlens_q ? int64_t(q_start) * p.q_row_stride : int64_t(b) * p.q_batch_stride;
+  const int64_t kb = p.cu_seqlens_k ? int64_t(k_start) * p.k_row_stride : int64_t(b) * p.k_batch_stride;
+  const int64_t vb = p.cu_seqlens_k ? int64_t(k_start) * p.v_row_stride : int64_t(b) * p.v_batch_stride;
+  const int64_t ob = p.cu_seqlens_q ? int64_t(q_start) * p.o_row_stride : int64_t(b) * p.o_batch_stride;
+  const T* q = static_cast<const T*>(p.q) + qb + h * p.q_head_stride;
+  const T* k = static_cast<const T*>(p.k) + kb + g * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + vb + g * p.v_head_stride;
+  T* o = static_cast<T*>(p.o) + ob + h * p.o_head_stride;
+  float* lse = p.lse + (p.cu_seqlens_q ? int64_t(h) * (p.cu_seqlens_q[p.batch]) + q_start
+                                       : (int64_t(b) * p.heads_q + h) * p.seqlen_q);
+
+  // The K/V blocks this Q block can see: the mask band is monotone in the row.
+  const int last_row = min(row0 + kBr, sq) - 1;
+  const int c_lo = col_begin(row0, sq, sk, p.window_left), c_hi = col_end(last_row, sq, sk, p.window_right);
+  const int j_begin = c_lo / kBc, j_end = c_hi > c_lo ? (c_hi + kBc - 1) / kBc : j_begin;
+
+  // Accumulators: O (16 rows x D per warp) and the running max / sum of rows qrow and qrow + 8.
+  float acc_o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) acc_o[n][0] = acc_o[n][1] = acc_o[n][2] = acc_o[n][3] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+
+  const float scale_log2 = p.scale * kLog2e;
+  const int my_row[2] = {row0 + warp * 16 + qrow, row0 + warp * 16 + qrow + 8};
+  int lo[2], hi[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    lo[r] = col_begin(my_row[r], sq, sk, p.window_left);
+    hi[r] = col_end(my_row[r], sq, sk, p.window_right);
+  }
+
+  if (j_begin < j_end) {
+    load_tile<D>(sQ, q, p.q_row_stride, row0, sq, kBr);
+    load_tile<D>(sK, k, p.k_row_stride, j_begin * kBc, sk, kBc);
+    load_tile<D>(sV, v, p.v_row_stride, j_begin * kBc, sk, kBc);
+    cp_async_commit();
+  }
+
+  for (int j = j_begin; j < j_end; ++j) {
+    const int stage = kStages == 2 ? (j - j_begin) & 1 : 0;
+    cp_async_wait_all();
+    __syncthreads();  // tile j is in shared memory for every warp; every warp is done with tile j - 1
+    if (kStages == 2 && j + 1 < j_end) {  // prefetch tile j + 1 into the other stage while computing j
+      load_tile<D>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, (j + 1) * kBc, sk, kBc);
+      load_tile<D>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, sk, kBc);
+      cp_async_commit();
+    }
+    const T* tK = sK + stage * kBc * D;
+    const T* tV = sV + stage * kBc * D;
+
+    // S = Q_i K_j^T for this warp's 16 rows: kBc / 8 accumulator tiles of 16 x 8.
+    float acc_s[kBc / 8][4];
+#pragma unroll
+    for (int n = 0; n < kBc / 8; ++n) acc_s[n][0] = acc_s[n][1] = acc_s[n][2] = acc_s[n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t a[4];
+      ldmatrix_x4(a, sQ + swizzle<D>(warp * 16 + lane % 16, kk * 2 + lane / 16));
+#pragma unroll
+      for (int n = 0; n < kBc / 16; ++n) {  // two 8-key accumulator tiles per ldmatrix.x4
+        uint32_t bk[4];
+        ldmatrix_x4(bk, tK + swizzle<D>(n * 16 + (lane / 16) * 8 + lane % 8, kk * 2 + (lane / 8) % 2));
+        mma_16816<T>(acc_s[2 * n], a, bk[0], bk[1]);
+        mma_16816<T>(acc_s[2 * n + 1], a, bk[2], bk[3]);
+      }
+    }
+
+    // Scores in the log2 domain, softcap, mask; then the online softmax.
+#pragma unroll
+    for (int n = 0; n < kBc / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2, col = j * kBc + n * 8 + qcol + (e & 1);
+        float s = acc_s[n][e];
+        if (p.softcap > 0.f) s = p.softcap * tanhf(s * p.scale / p.softcap) * kLog2e;
+        else s *= scale_log2;
+        acc_s[n][e] = (col >= lo[r] && col < hi[r]) ? s : -INFINITY;
+      }
+    float scale_o[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float m = row_max[r];
+#pragma unroll
+      for (int n = 0; n < kBc / 8; ++n) m = fmaxf(m, fmaxf(acc_s[n][2 * r], acc_s[n][2 * r + 1]));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));  // the 4 lanes of a quad hold one row
+      m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+      const float m_use = m == -INFINITY ? 0.f : m;     // a row that has seen nothing: exp2(-inf) = 0
+      scale_o[r] = exp2f(row_max[r] - m_use);           // alpha = exp(m_old - m_new)
+      row_max[r] = m;
+      float sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < kBc / 8; ++n) {
+        acc_s[n][2 * r] = exp2f(acc_s[n][2 * r] - m_use);
+        acc_s[n][2 * r + 1] = exp2f(acc_s[n][2 * r + 1] - m_use);
+        sum += acc_s[n][2 * r] + acc_s[n][2 * r + 1];
+      }
+      row_sum[r] = row_sum[r] * scale_o[r] + sum;  // quad-reduced once, at the end
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      acc_o[n][0] *= scale_o[0];
+      acc_o[n][1] *= scale_o[0];
+      acc_o[n][2] *= scale_o[1];
+      acc_o[n][3] *= scale_o[1];
+    }
+
+    // O += P~ V_j: the S accumulators of two adjacent 8-key tiles form one 16-key A operand.
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk) {
+      uint32_t a[4];
+      a[0] = pack2<T>(acc_s[2 * kk][0], acc_s[2 * kk][1]);
+      a[1] = pack2<T>(acc_s[2 * kk][2], acc_s[2 * kk][3]);
+      a[2] = pack2<T>(acc_s[2 * kk + 1][0], acc_s[2 * kk + 1][1]);
+      a[3] = pack2<T>(acc_s[2 * kk + 1][2], acc_s[2 * kk + 1][3]);
+#pragma unroll
+      for (int n = 0; n < D / 16; ++n) {
+        uint32_t bv[4];
+        ldmatrix_x4_trans(bv, tV + swizzle<D>(kk * 16 + lane % 8 + ((lane / 8) % 2) * 8, n * 2 + lane / 16));
+        mma_16816<T>(acc_o[2 * n], a, bv[0], bv[1]);
+        mma_16816<T>(acc_o[2 * n + 1], a, bv[2], bv[3]);
+      }
+    }
+    if (kStages == 1) __syncthreads();  // single stage: everyone done before the next load overwrites
+    if (kStages == 1 && j + 1 < j_end) {
+      load_tile<D>(sK, k, p.k_row_stride, (j + 1) * kBc, sk, kBc);
+      load_tile<D>(sV, v, p.v_row_stride, (j + 1) * kBc, sk, kBc);
+      cp_async_commit();
+    }
+  }
+
+  // O_i = diag(l_i)^-1 O_i; LSE_i = m_i ln 2 + ln(l_i) (m was kept in log2 units).
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = row_sum[r];
+    l += __shfl_xor_sync(0xffffffff, l, 1);
+    l += __shfl_xor_sync(0xffffffff, l, 2);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const int row = my_row[r];
+    if (row < sq) {
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        const uint32_t packed = pack2<T>(acc_o[n][2 * r] * inv, acc_o[n][2 * r + 1] * inv);
+        *reinterpret_cast<uint32_t*>(o + int64_t(row) * p.o_row_stride + n * 8 + qcol) = packed;
+      }
+      if (lane % 4 == 0) lse[row] = l > 0.f ? row_max[r] * kLn2 + logf(l) : -INFINITY;
+    }
+  }
+}
+
+template <int D, typename T>
+void launch(const AttentionParams& p, cudaStream_t stream) {
+  constexpr int kStages = D <= 128 ? 2 : 1;
+  constexpr size_t smem = size_t(kBr + 2 * kStages * kBc) * D * sizeof(T);
+  auto kernel = fa2_forward_kernel<D, kStages, T>;
+  FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const dim3 grid((p.seqlen_q + kBr - 1) / kBr, p.heads_q, p.batch);
+  kernel<<<grid, kThreads, smem, stream>>>(p);
+  FLASHLAB_CUDA_LAUNCHED();
+}
+
+template <typename T>
+void dispatch_dim(const AttentionParams& p, cudaStream_t stream) {
+  switch (p.head_dim) {
+    case 64: return launch<64, T>(p, stream);
+    case 128: return launch<128, T>(p, stream);
+    case 256: return launch<256, T>(p, stream);
+  }
+  throw Error("fa2 forward: head_dim " + std::to_string(p.head_dim) + " is not compiled (64, 128, 256)");
+}
+
+}  // namespace
+
+bool fa2_forward_supports(const AttentionParams& p) {
+  return (p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256) && p.dtype != Dtype::fp32;
+}
+
+void fa2_forward(const AttentionParams& p, cudaStream_t stream) {
+  if (!fa2_forward_supports(p)) throw Error("fa2 forward supports bf16/fp16 with head_dim 64, 128 or 256");
+  if (p.dtype == Dtype::bf16) dispatch_dim<__nv_bfloat16>(p, stream);
+  else dispatch_dim<__half>(p, stream);
+}
+
+}  // namespace flashlab::gpu

@@ -1,0 +1,160 @@
+#include "host.hpp"
+
+#include <cstring>
+#include <vector>
+
+#include "cuda_check.hpp"
+#include "device.hpp"
+#include "kernels.hpp"
+
+namespace flashlab::gpu {
+namespace {
+
+// A device buffer freed on scope exit, so an error leaves nothing allocated.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  explicit DeviceBuffer(size_t bytes) { FLASHLAB_CUDA(cudaMalloc(&ptr, bytes ? bytes : 1)); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+Dtype kernel_dtype(const std::string& kernel, DType d) {
+  if (kernel == "fa1_minimal") return Dtype::fp32;
+  return d == DType::bf16 ? Dtype::bf16 : d == DType::fp16 ? Dtype::fp16 : Dtype::fp32;
+}
+
+std::vector<uint16_t> to_half_bits(const Tensor& t, Dtype d) {
+  std::vector<uint16_t> bits(t.data.size());
+  for (size_t i = 0; i < bits.size(); ++i)
+    bits[i] = d == Dtype::bf16 ? float_to_bf16_bits(t.data[i]) : float_to_fp16_bits(t.data[i]);
+  return bits;
+}
+
+void upload(void* dst, const Tensor& t, Dtype d) {
+  if (d == Dtype::fp32) {
+    FLASHLAB_CUDA(cudaMemcpy(dst, t.ptr(), t.data.size() * 4, cudaMemcpyHostToDevice));
+  } else {
+    const auto bits = to_half_bits(t, d);
+    FLASHLAB_CUDA(cudaMemcpy(dst, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+  }
+}
+
+void download(Tensor& t, const void* src, Dtype d) {
+  if (d == Dtype::fp32) {
+    FLASHLAB_CUDA(cudaMemcpy(t.ptr(), src, t.data.size() * 4, cudaMemcpyDeviceToHost));
+    return;
+  }
+  std::vector<uint16_t> bits(t.data.size());
+  FLASHLAB_CUDA(cudaMemcpy(bits.data(), src, bits.size() * 2, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < bits.size(); ++i)
+    t.data[i] = d == Dtype::bf16 ? bf16_bits_to_float(bits[i]) : fp16_bits_to_float(bits[i]);
+}
+
+size_t elem_size(Dtype d) { return d == Dtype::fp32 ? 4 : 2; }
+
+}  // namespace
+
+std::string unsupported(const std::string& kernel, const Problem& p) {
+  const DeviceInfo dev = probe_device();
+  if (!dev.available) return "skipped: " + dev.reason;
+  if (p.alibi) return "unsupported: ALiBi";
+  if (p.dropout_p > 0) return "unsupported: dropout";
+  if (p.dv() != p.head_dim) return "unsupported: head_dim_v != head_dim";
+  if (kernel == "fa2") {
+    if (p.dtype == DType::fp32) return "unsupported: fp32 (fa2 runs bf16 and fp16)";
+    if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
+      return "unsupported: head_dim " + std::to_string(p.head_dim) + " (fa2 is compiled for 64, 128, 256)";
+    return "";
+  }
+  if (p.varlen()) return "unsupported: varlen";
+  if (kernel == "fa1_minimal") {
+    if (p.head_dim > 256) return "unsupported: head_dim above 256";
+    return "";
+  }
+  if (kernel == "standard") return "";
+  return "unknown GPU kernel '" + kernel + "'";
+}
+
+HostForward run_forward(const std::string& kernel, const Problem& p, const Tensor& q, const Tensor& k,
+                        const Tensor& v) {
+  p.validate();
+  const std::string why = unsupported(kernel, p);
+  if (!why.empty()) throw Error("gpu " + kernel + ": " + why);
+  const Dtype dt = kernel_dtype(kernel, p.dtype);
+  const size_t es = elem_size(dt);
+
+  AttentionParams a;
+  a.batch = int(p.batch);
+  a.heads_q = int(p.heads_q);
+  a.heads_kv = int(p.heads_kv);
+  a.seqlen_q = int(p.seqlen_q);
+  a.seqlen_k = int(p.seqlen_k);
+  a.head_dim = int(p.head_dim);
+  a.scale = float(p.softmax_scale());
+  a.softcap = float(p.softcap);
+  a.window_left = int(p.left());
+  a.window_right = int(p.right());
+  a.dtype = dt;
+  set_contiguous_strides(a);
+
+  if (kernel == "standard") {  // S (fp32) and P for every head at once, as PyTorch's math path holds them
+    const double need = double(p.batch) * p.heads_q * p.seqlen_q * p.seqlen_k * (4 + es);
+    size_t free_bytes = 0, total = 0;
+    FLASHLAB_CUDA(cudaMemGetInfo(&free_bytes, &total));
+    if (need > 0.9 * double(free_bytes))
+      throw Error("gpu standard: S and P would need " + std::to_string(int64_t(need)) + " bytes, the GPU has " +
+                  std::to_string(free_bytes) + " free; fa2 needs none of it");
+  }
+
+  DeviceBuffer dq(q.data.size() * es), dk(k.data.size() * es), dv(v.data.size() * es);
+  DeviceBuffer dout(size_t(BasicTensor<float>::count(p.o_shape())) * es);
+  DeviceBuffer dlse(size_t(BasicTensor<float>::count(p.lse_shape())) * 4);
+  upload(dq.ptr, q, dt);
+  upload(dk.ptr, k, dt);
+  upload(dv.ptr, v, dt);
+  FLASHLAB_CUDA(cudaMemset(dout.ptr, 0xff, size_t(BasicTensor<float>::count(p.o_shape())) * es));  // NaN poison
+  FLASHLAB_CUDA(cudaMemset(dlse.ptr, 0xff, size_t(BasicTensor<float>::count(p.lse_shape())) * 4));
+  a.q = dq.ptr;
+  a.k = dk.ptr;
+  a.v = dv.ptr;
+  a.o = dout.ptr;
+  a.lse = static_cast<float*>(dlse.ptr);
+
+  std::vector<int> cu_q, cu_k;
+  DeviceBuffer dcu_q((p.batch + 1) * 4), dcu_k((p.batch + 1) * 4);
+  if (p.varlen()) {
+    cu_q.assign(p.cu_seqlens_q.begin(), p.cu_seqlens_q.end());
+    cu_k.assign(p.cu_seqlens_k.begin(), p.cu_seqlens_k.end());
+    FLASHLAB_CUDA(cudaMemcpy(dcu_q.ptr, cu_q.data(), cu_q.size() * 4, cudaMemcpyHostToDevice));
+    FLASHLAB_CUDA(cudaMemcpy(dcu_k.ptr, cu_k.data(), cu_k.size() * 4, cudaMemcpyHostToDevice));
+    a.cu_seqlens_q = static_cast<const int*>(dcu_q.ptr);
+    a.cu_seqlens_k = static_cast<const int*>(dcu_k.ptr);
+    // Packed rows: the batch strides are unused.
+    a.q_batch_stride = a.k_batch_stride = a.v_batch_stride = a.o_batch_stride = 0;
+  }
+
+  if (kernel == "fa2") {
+    fa2_forward(a, nullptr);
+  } else if (kernel == "fa1_minimal") {
+    const size_t n = size_t(p.batch) * p.heads_q * p.seqlen_q;
+    DeviceBuffer l(n * 4), m(n * 4);
+    fa1_minimal_forward(a, static_cast<float*>(l.ptr), static_cast<float*>(m.ptr), nullptr);
+    FLASHLAB_CUDA(cudaDeviceSynchronize());
+  } else {
+    const size_t plane = size_t(p.batch) * p.heads_q * p.seqlen_q * p.seqlen_k;
+    DeviceBuffer S(plane * 4), P(plane * es);
+    standard_forward(a, static_cast<float*>(S.ptr), P.ptr, nullptr);
+    FLASHLAB_CUDA(cudaDeviceSynchronize());
+  }
+  FLASHLAB_CUDA(cudaDeviceSynchronize());
+
+  HostForward out{Tensor(p.o_shape()), Tensor(p.lse_shape())};
+  download(out.o, dout.ptr, dt);
+  FLASHLAB_CUDA(cudaMemcpy(out.lse.ptr(), dlse.ptr, out.lse.data.size() * 4, cudaMemcpyDeviceToHost));
+  if (dt == Dtype::fp32 && p.dtype != DType::fp32)  // fa1_minimal computes in fp32; store as the input dtype would
+    for (float& x : out.o.data) x = round_to(p.dtype, x);
+  return out;
+}
+
+}  // namespace flashlab::gpu

@@ -1,0 +1,22 @@
+// The kernel launchers, one per version (llm.c style: each .cu file holds one
+// operation's versions, with a version index at its top).
+#pragma once
+#include <cuda_runtime.h>
+
+#include "params.hpp"
+
+namespace flashlab::gpu {
+
+// fa1_minimal.cu: Algorithm 1, fp32 scalar. l, m: (batch, heads, seqlen_q) fp32 scratch.
+void fa1_minimal_forward(const AttentionParams& p, float* l_scratch, float* m_scratch, cudaStream_t stream);
+
+// fa2_fwd.cu: FlashAttention-2 forward on tensor cores (mma.sync m16n8k16), bf16 or fp16,
+// head_dim 64, 128 or 256.
+bool fa2_forward_supports(const AttentionParams& p);
+void fa2_forward(const AttentionParams& p, cudaStream_t stream);
+
+// standard.cu: cuBLAS QK^T into an fp32 S, a softmax kernel writing P, cuBLAS PV.
+// s_scratch: batch*heads*sq*sk floats; p_scratch: the same count in the input dtype.
+void standard_forward(const AttentionParams& p, float* s_scratch, void* p_scratch, cudaStream_t stream);
+
+}  // namespace flashlab::gpu

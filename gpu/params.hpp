@@ -1,0 +1,47 @@
+// AttentionParams: one flat struct every GPU kernel reads (FA3-style): device
+// pointers, explicit strides in elements, shapes and options. Tensors are laid
+// out (batch, seqlen, heads, head_dim) as flash_attn_func takes them, or
+// varlen (total, heads, head_dim) with cumulative offsets.
+#pragma once
+#include <cstdint>
+
+namespace flashlab::gpu {
+
+enum class Dtype : int { fp32 = 0, fp16 = 1, bf16 = 2 };
+
+struct AttentionParams {
+  const void* q = nullptr;    // (batch, seqlen_q, heads_q,  head_dim)
+  const void* k = nullptr;    // (batch, seqlen_k, heads_kv, head_dim)
+  const void* v = nullptr;    // (batch, seqlen_k, heads_kv, head_dim)
+  void* o = nullptr;          // (batch, seqlen_q, heads_q,  head_dim)
+  float* lse = nullptr;       // (batch, heads_q, seqlen_q), natural log
+  // Strides in elements.
+  int64_t q_batch_stride = 0, q_row_stride = 0, q_head_stride = 0;
+  int64_t k_batch_stride = 0, k_row_stride = 0, k_head_stride = 0;
+  int64_t v_batch_stride = 0, v_row_stride = 0, v_head_stride = 0;
+  int64_t o_batch_stride = 0, o_row_stride = 0, o_head_stride = 0;
+  int batch = 1, heads_q = 1, heads_kv = 1;
+  int seqlen_q = 0, seqlen_k = 0, head_dim = 0;
+  const int* cu_seqlens_q = nullptr;  // device, batch + 1 entries; null for fixed length
+  const int* cu_seqlens_k = nullptr;
+  float scale = 0;            // softmax scale
+  float softcap = 0;          // 0: off
+  int window_left = -1;       // -1: unbounded (causal is window_right = 0)
+  int window_right = -1;
+  Dtype dtype = Dtype::bf16;
+};
+
+// Contiguous (batch, seqlen, heads, head_dim) strides.
+inline void set_contiguous_strides(AttentionParams& p) {
+  p.q_row_stride = int64_t{p.heads_q} * p.head_dim;
+  p.q_head_stride = p.head_dim;
+  p.q_batch_stride = p.q_row_stride * p.seqlen_q;
+  p.k_row_stride = p.v_row_stride = int64_t{p.heads_kv} * p.head_dim;
+  p.k_head_stride = p.v_head_stride = p.head_dim;
+  p.k_batch_stride = p.v_batch_stride = p.k_row_stride * p.seqlen_k;
+  p.o_row_stride = p.q_row_stride;
+  p.o_head_stride = p.head_dim;
+  p.o_batch_stride = p.q_batch_stride;
+}
+
+}  // namespace flashlab::gpu
