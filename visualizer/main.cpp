@@ -1,0 +1,228 @@
+// flashlab-viz: step through FlashAttention's tiles in a window.
+//
+//   flashlab-viz --seqlen 4096 --hdim 64 --causal --order fa2
+//   flashlab-viz --screenshot x.png --steps 12 --seqlen 1024 --hdim 64 --causal [--dump values.json]
+//
+// The main loop follows Dear ImGui's example_glfw_opengl3, in numbered phases:
+//   1. poll input   2. keyboard   3. advance the walk (bounded time per frame)
+//   4. lay out and draw the panels   5. render   6. headless: read back, write, exit   7. present
+#include <CLI/CLI.hpp>
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <imgui_impl_glfw.h>
+#include <imgui_impl_opengl3.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "flashlab/error.hpp"
+#include "panels.hpp"
+#include "screenshot.hpp"
+
+namespace {
+
+using namespace flashlab::viz;
+
+// A fixed dashboard layout for the display size: controls on the left, the
+// grid and the row statistics in the middle, values, memory and model on the right.
+void Layout(const char* name, float x, float y, float w, float h) {
+  ImGui::SetNextWindowPos(ImVec2(x, y), ImGuiCond_Always);
+  ImGui::SetNextWindowSize(ImVec2(w, h), ImGuiCond_Always);
+  (void)name;
+}
+
+void DrawFrame(App& app, ImVec2 display) {
+  const float W = display.x, H = display.y;
+  const float left = 300, mid = std::max(520.0f, (W - left) * 0.45f), right = W - left - mid;
+  const float top = H * 0.58f;
+  Layout("Controls", 0, 0, left, H);
+  ShowControls(app);
+  if (!app.session) return;
+  Session& s = *app.session;
+  Layout("Tile grid", left, 0, mid, top);
+  ShowTileGrid(s);
+  Layout("Row statistics", left, top, mid, H - top);
+  ShowRowStats(s);
+  const float values_h = H * 0.36f;
+  Layout("Tile values", left + mid, 0, right, values_h);
+  ShowTileValues(s);
+  Layout("Memory", left + mid, values_h, right * 0.5f, H - values_h);
+  ShowMemory(s);
+  Layout("GPU model", left + mid + right * 0.5f, values_h, right * 0.5f, H - values_h);
+  ShowModel(s);
+}
+
+void glfw_error(int code, const char* msg) { std::fprintf(stderr, "flashlab-viz: GLFW error %d: %s\n", code, msg); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings set;
+  std::string window, screenshot, dump;
+  int64_t steps = 0;
+  int width = 1600, height = 1000;
+  int play_frames = 0;
+  double speed = 8;
+  CLI::App cli{"flashlab-viz: step through FlashAttention's tiles: the grid, S_ij, per-row m, l, alpha, the bytes "
+               "moved and the GPU model.\nKeys: space play/pause, left/right step, R restart.\n"
+               "Example: flashlab-viz --seqlen 1024 --hdim 64 --causal --order fa2"};
+  cli.add_option("--seqlen", set.seqlen, "sequence length of queries and keys")->capture_default_str();
+  cli.add_option("--hdim", set.hdim, "head dimension")->capture_default_str();
+  cli.add_option("--br", set.br, "Br: query rows per tile")->capture_default_str();
+  cli.add_option("--bc", set.bc, "Bc: key rows per tile")->capture_default_str();
+  cli.add_flag("--causal", set.causal, "causal mask");
+  cli.add_option("--window", window, "sliding window L,R (-1: unbounded side)");
+  cli.add_option("--order", set.order, "fa1 | fa2 | bwd | fa1-bwd")->capture_default_str();
+  cli.add_option("--dtype", set.dtype, "fp16 | bf16 | fp32 (bytes per element, GPU peak)")->capture_default_str();
+  cli.add_option("--gpu", set.gpu, "GPU preset for the model and the SRAM budget")->capture_default_str();
+  cli.add_option("--seed", set.seed, "seed of the random inputs")->capture_default_str();
+  cli.add_flag("--compare", set.compare, "walk FA1 and FA2 (or both backward orders) side by side");
+  cli.add_flag("!--count-skipped", set.skip_masked, "a step also stops at masked tiles (default: only computed tiles)");
+  cli.add_option("--model-batch", set.model_batch, "batch the simulator models")->capture_default_str();
+  cli.add_option("--model-heads", set.model_heads, "heads the simulator models")->capture_default_str();
+  cli.add_option("--steps", steps, "start after this many steps (computed tiles unless --count-skipped)");
+  cli.add_option("--screenshot", screenshot, "render the state after --steps into this PNG and exit");
+  cli.add_option("--dump", dump, "write the values the panels show (JSON) and exit");
+  cli.add_option("--speed", speed, "play speed in tiles per second")->capture_default_str();
+  cli.add_option("--play-frames", play_frames,
+                 "play for this many frames (no vsync), print the frame times and tiles stepped, exit");
+  cli.add_option("--width", width, "window width in pixels")->capture_default_str()->check(CLI::Range(1280, 8192));
+  cli.add_option("--height", height, "window height in pixels")->capture_default_str()->check(CLI::Range(720, 8192));
+  CLI11_PARSE(cli, argc, argv);
+  const bool headless = !screenshot.empty() || !dump.empty();
+  const bool timing = play_frames > 0;
+
+  App app;
+  try {
+    if (!window.empty()) {
+      const auto comma = window.find(',');
+      if (comma == std::string::npos) throw flashlab::Error("--window takes L,R (e.g. 128,0), got '" + window + "'");
+      set.window_left = std::stoll(window.substr(0, comma));
+      set.window_right = std::stoll(window.substr(comma + 1));
+    }
+    app.edit = set;
+    app.session = std::make_unique<Session>(set);
+  } catch (const std::exception& e) {
+    std::cerr << "flashlab-viz: error: " << e.what() << "\n";
+    return 1;
+  }
+  Session* s = app.session.get();
+  s->jump_computed(steps);
+  if (headless) s->advance(std::chrono::hours(1));  // reach --steps before the first frame
+  app.jump_to = s->position();
+  s->speed = speed;
+  s->playing = timing;
+
+  // ---- GLFW window with an OpenGL 3.3 core context
+  glfwSetErrorCallback(glfw_error);
+  if (!glfwInit()) {
+    std::cerr << "flashlab-viz: error: cannot open a display (is DISPLAY set?); headless, run it under "
+                 "xvfb-run -a -s \"-screen 0 1600x1000x24\"\n";
+    return 1;
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
+  if (headless) glfwWindowHint(GLFW_RESIZABLE, GLFW_FALSE);
+  GLFWwindow* win = glfwCreateWindow(width, height, "flashlab-viz", nullptr, nullptr);
+  if (!win) {
+    std::cerr << "flashlab-viz: error: cannot create a " << width << "x" << height << " OpenGL 3.3 window\n";
+    glfwTerminate();
+    return 1;
+  }
+  glfwMakeContextCurrent(win);
+  glfwSwapInterval(headless || timing ? 0 : 1);
+
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;  // the layout is fixed; write no imgui.ini
+  ImGui::StyleColorsDark();
+  ImGui::GetStyle().WindowRounding = 0;
+  ImGui_ImplGlfw_InitForOpenGL(win, true);
+  ImGui_ImplOpenGL3_Init("#version 330 core");
+
+  int rc = 0;
+  std::vector<double> frame_ms;
+  const int64_t start_position = s->position();
+  auto last_frame = std::chrono::steady_clock::now();
+  // Headless: a few frames let ImGui settle its layout (windows measure their contents on the first).
+  const int kHeadlessFrames = 3;
+  for (int frame = 0; !glfwWindowShouldClose(win); ++frame) {
+    // 1. poll input
+    glfwPollEvents();
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    ImGui::NewFrame();
+    // 2. keyboard (R rebuilds from the edited settings: also how a settings change applies)
+    if (!headless) {
+      if (!ImGui::GetIO().WantTextInput && ImGui::IsKeyPressed(GLFW_KEY_R, false)) app.apply();
+      if (app.session) HandleKeys(*app.session);
+    }
+    // 3. advance the walk: at most 10 ms of tile steps per frame keeps 60 frames/s while playing
+    if (app.session && !headless) app.session->advance(std::chrono::milliseconds(10));
+    // 4. panels
+    DrawFrame(app, ImGui::GetIO().DisplaySize);
+    // 5. render
+    ImGui::Render();
+    int fw = 0, fh = 0;
+    glfwGetFramebufferSize(win, &fw, &fh);
+    glViewport(0, 0, fw, fh);
+    glClearColor(0.08f, 0.08f, 0.1f, 1);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    // 6. headless: read the frame back, write the PNG and the dump, exit
+    if (headless && frame + 1 == kHeadlessFrames) {
+      try {
+        if (!screenshot.empty()) write_png(screenshot, fw, fh);
+        if (!dump.empty()) {
+          nlohmann::json j = app.session->to_json();
+          j["framebuffer"] = {{"width", fw}, {"height", fh}};
+          const ImVec2 d = ImGui::GetIO().DisplaySize;
+          j["display"] = {{"width", d.x}, {"height", d.y}};
+          const std::string tmp = dump + ".tmp";
+          std::ofstream(tmp) << j.dump(1) << "\n";
+          std::filesystem::rename(tmp, dump);
+        }
+        std::cout << "flashlab-viz: " << (screenshot.empty() ? "" : "wrote " + screenshot + " (" +
+                                                                    std::to_string(fw) + "x" + std::to_string(fh) + ") ")
+                  << (dump.empty() ? "" : "dumped " + dump + " ") << "after step " << app.session->position()
+                  << " of " << app.session->steps() << "\n";
+      } catch (const std::exception& e) {
+        std::cerr << "flashlab-viz: error: " << e.what() << "\n";
+        rc = 1;
+      }
+      break;
+    }
+    // 7. present
+    glfwSwapBuffers(win);
+    if (timing) {
+      const auto now = std::chrono::steady_clock::now();
+      if (frame > 0) frame_ms.push_back(std::chrono::duration<double, std::milli>(now - last_frame).count());
+      last_frame = now;
+      if (frame >= play_frames) {
+        std::sort(frame_ms.begin(), frame_ms.end());
+        double sum = 0;
+        for (double f : frame_ms) sum += f;
+        std::printf("flashlab-viz: %zu frames playing at %.0f tiles/s: mean %.2f ms, median %.2f ms, 95th %.2f ms, max "
+                    "%.2f ms; %lld tiles stepped (Tr x Tc = %lld x %lld)\n",
+                    frame_ms.size(), speed, sum / frame_ms.size(), frame_ms[frame_ms.size() / 2],
+                    frame_ms[frame_ms.size() * 95 / 100], frame_ms.back(),
+                    (long long)(app.session->position() - start_position),
+                    (long long)app.session->primary().stepper->schedule().Tr(),
+                    (long long)app.session->primary().stepper->schedule().Tc());
+        break;
+      }
+    }
+  }
+
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(win);
+  glfwTerminate();
+  return rc;
+}

@@ -1,0 +1,280 @@
+#include "session.hpp"
+
+#include <cmath>
+
+#include "flashlab/error.hpp"
+
+namespace flashlab::viz {
+
+using tiled::Event;
+using tiled::Order;
+
+Problem Settings::problem() const {
+  Problem p;
+  p.seqlen_q = p.seqlen_k = seqlen;
+  p.head_dim = hdim;
+  p.causal = causal;
+  p.window_left = window_left;
+  p.window_right = window_right;
+  p.seed = seed;
+  p.dtype = parse_dtype(dtype);
+  p.validate();
+  if (br < 1 || bc < 1)
+    throw Error("tile sizes must be positive, got Br=" + std::to_string(br) + " Bc=" + std::to_string(bc));
+  return p;
+}
+
+TileView view_of(const tiled::Stepper& st) {
+  TileView v;
+  const auto& events = st.tile_events();
+  if (events.empty()) return v;
+  v.valid = true;
+  v.step = events.front().step;
+  for (const Event& e : events) {
+    switch (e.kind) {
+      case Event::Kind::transfer: v.transfers.push_back(e.transfer); break;
+      case Event::Kind::scores: v.S = &e.a; break;
+      case Event::Kind::rescale: v.O_before = &e.a, v.O_after = &e.b; break;
+      case Event::Kind::gradients: v.P = &e.a, v.dS = &e.b; break;
+      case Event::Kind::row_stats: v.rows = &e.rows; break;
+      default: break;
+    }
+  }
+  return v;
+}
+
+namespace {
+
+// The other order of the same pass, for the side-by-side comparison.
+Order partner(Order o) {
+  switch (o) {
+    case Order::fa1: return Order::fa2;
+    case Order::fa2: return Order::fa1;
+    case Order::backward: return Order::fa1_backward;
+    case Order::fa1_backward: return Order::backward;
+  }
+  return Order::fa2;
+}
+
+}  // namespace
+
+Session::Session(Settings s) : settings_(std::move(s)), problem_(settings_.problem()) {
+  const Order order = tiled::parse_order(settings_.order);
+  const tiled::Tiling tiling{settings_.br, settings_.bc};
+  if (tiled::is_backward(order) && problem_.seqlen_q > kMaxBackwardSeqlen)
+    throw Error("the backward walk needs the forward's O and LSE, computed on the CPU in O(N^2 d); seqlen " +
+                std::to_string(problem_.seqlen_q) + " is above its limit " + std::to_string(kMaxBackwardSeqlen) +
+                ": pick a shorter sequence or a forward order");
+  gpu_ = sim::load_gpu(settings_.gpu);
+  in_ = harness::random_inputs(problem_, settings_.seed);
+  if (tiled::is_backward(order)) {
+    auto f = tiled::forward(problem_, in_.q, in_.k, in_.v, tiling, Order::fa2);
+    o_ = std::move(f.o);
+    lse_ = std::move(f.lse);
+  }
+  std::vector<Order> orders{order};
+  if (settings_.compare) orders.push_back(partner(order));
+  for (Order o : orders) {
+    Walk w{o, nullptr, {}};
+    if (tiled::is_backward(o))
+      w.stepper = std::make_unique<tiled::Stepper>(problem_, in_.q, in_.k, in_.v, o_, lse_, in_.d_o, tiling, 0, 0, o);
+    else
+      w.stepper = std::make_unique<tiled::Stepper>(problem_, in_.q, in_.k, in_.v, tiling, o);
+    // Two walks share the history budget; 64 MiB each keeps thousands of undo steps at 64 x 64.
+    w.stepper->set_history_cap(size_t{64} << 20);
+    walks_.push_back(std::move(w));
+  }
+
+  // The simulator: this problem at the model's batch x heads, all algorithms, and
+  // the speedup of each over standard attention against sequence length.
+  const auto t0 = std::chrono::steady_clock::now();
+  const Pass pass = tiled::is_backward(order) ? Pass::bwd : Pass::fwd;
+  const std::vector<sim::Algo> algos{sim::Algo::standard, sim::Algo::fa1, sim::Algo::fa2, sim::Algo::fa3};
+  Problem model = problem_;
+  model.batch = settings_.model_batch;
+  model.heads_q = model.heads_kv = settings_.model_heads;
+  model.validate();
+  estimates_ = sim::estimate_all(model, gpu_, algos, pass);
+  for (int64_t n = 512; n <= 131072; n *= 2) {
+    Problem q = model;
+    q.seqlen_q = q.seqlen_k = n;
+    const auto e = sim::estimate_all(q, gpu_, algos, pass);
+    curve_.push_back({n, e[1].speedup_vs_standard, e[2].speedup_vs_standard, e[3].speedup_vs_standard});
+  }
+  estimate_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool Session::skipped_at(int64_t pos) const {
+  const tiled::Schedule& s = primary().stepper->schedule();
+  const tiled::TileStep t = s.step(pos - 1);
+  return s.classify(t.i, t.j) == tiled::TileKind::skipped;
+}
+
+void Session::move_all(bool forward) {
+  if (forward) {
+    for (Walk& w : walks_) w.stepper->next_tile();
+    if (!skipped_at(position())) ++computed_;
+  } else {
+    if (!skipped_at(position())) --computed_;
+    for (Walk& w : walks_) w.stepper->prev_tile();
+  }
+}
+
+// Positions a step stops at: every one, or with skip_masked only those whose
+// current tile is computed. The search classifies tiles (O(1) each) without
+// running them; the run happens in advance().
+int64_t Session::next_stop(int64_t pos) const {
+  do ++pos;
+  while (settings_.skip_masked && pos < steps() && skipped_at(pos));
+  return std::min(pos, steps());
+}
+
+int64_t Session::prev_stop(int64_t pos) const {
+  do --pos;
+  while (settings_.skip_masked && pos > 0 && skipped_at(pos));
+  return std::max<int64_t>(pos, 0);
+}
+
+void Session::step() { target_ = next_stop(target_); }
+void Session::back() { target_ = prev_stop(target_); }
+
+void Session::jump(int64_t tile) {
+  target_ = std::clamp<int64_t>(tile, 0, steps());
+  // Far back: start over (O(N) to reset the buffers) and walk forward from there,
+  // rather than undoing tile by tile past the snapshots kept.
+  if (target_ < position() - 64) {
+    for (Walk& w : walks_) w.stepper->seek(0);
+    computed_ = 0;
+  }
+}
+
+void Session::jump_computed(int64_t n) {
+  int64_t pos = 0;
+  for (int64_t c = 0; c < n && pos < steps(); ++c) pos = next_stop(pos);
+  jump(pos);
+}
+
+void Session::advance(std::chrono::duration<double> budget) {
+  const auto now = std::chrono::steady_clock::now();
+  const double dt = last_advance_.time_since_epoch().count() == 0
+                        ? 0.0
+                        : std::chrono::duration<double>(now - last_advance_).count();
+  last_advance_ = now;
+  if (playing) {
+    play_debt_ += speed * std::min(dt, 0.25);
+    const auto whole = static_cast<int64_t>(play_debt_);
+    play_debt_ -= static_cast<double>(whole);
+    for (int64_t n = 0; n < whole && target_ < steps(); ++n) target_ = next_stop(target_);
+    if (position() >= steps()) playing = false;
+  }
+  const auto deadline = now + budget;
+  while (target_ != position() && std::chrono::steady_clock::now() < deadline) move_all(target_ > position());
+  if (!playing) play_debt_ = 0;
+}
+
+std::vector<SramItem> sram_footprint(const tiled::Stepper& st) {
+  const tiled::Sram& s = st.sram();
+  const tiled::Tiling& t = st.schedule().tiling();
+  const auto f = [](int64_t n) { return n * int64_t{sizeof(float)}; };
+  std::vector<SramItem> items{{"Q_i", f(s.Q.size())}, {"K_j", f(s.K.size())}, {"V_j", f(s.V.size())},
+                              {"S_ij", f(t.Br * t.Bc)}, {"O_i", f(s.O.size())},
+                              {"m, l", f(s.m.size() + s.l.size())}};
+  if (tiled::is_backward(st.schedule().order())) {
+    items.push_back({"dO_i", f(s.dO.size())});
+    items.push_back({"dQ_i", f(s.dQ.size())});
+    items.push_back({"dK_j", f(s.dK.size())});
+    items.push_back({"dV_j", f(s.dV.size())});
+    items.push_back({"LSE, D", f(s.lse.size() + s.D.size())});
+  }
+  std::erase_if(items, [](const SramItem& i) { return i.bytes == 0; });
+  return items;
+}
+
+namespace {
+
+// JSON has no infinities: -inf (a masked score, an empty row's max) is written as a string.
+nlohmann::json num(double x) {
+  if (std::isfinite(x)) return x;
+  return std::isnan(x) ? "nan" : (x < 0 ? "-inf" : "inf");
+}
+
+nlohmann::json matrix(const tiled::Tile* t) {
+  nlohmann::json out = nlohmann::json::array();
+  if (!t) return out;
+  for (int64_t r = 0; r < t->rows(); ++r) {
+    nlohmann::json row = nlohmann::json::array();
+    for (int64_t c = 0; c < t->cols(); ++c) row.push_back(num((*t)(r, c)));
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+nlohmann::json bytes_json(const tiled::ByteCounts& b) {
+  nlohmann::json load, store;
+  for (int t = 0; t < tiled::kTensorCount; ++t) {
+    const std::string name = tiled::to_string(static_cast<tiled::TensorId>(t));
+    if (b.load[t]) load[name] = b.load[t];
+    if (b.store[t]) store[name] = b.store[t];
+  }
+  return {{"load", load}, {"store", store}, {"total_load", b.total_load()}, {"total_store", b.total_store()}};
+}
+
+}  // namespace
+
+nlohmann::json Session::to_json() const {
+  nlohmann::json j;
+  const Settings& s = settings_;
+  j["problem"] = problem_.describe();
+  j["settings"] = {{"seqlen", s.seqlen}, {"hdim", s.hdim}, {"br", s.br}, {"bc", s.bc}, {"causal", s.causal},
+                   {"window_left", s.window_left}, {"window_right", s.window_right}, {"order", s.order},
+                   {"dtype", s.dtype}, {"gpu", s.gpu}, {"seed", s.seed}, {"compare", s.compare},
+                   {"skip_masked", s.skip_masked}};
+  j["computed_tiles"] = computed_;
+  const tiled::NaiveBytes naive = tiled::naive_bytes(problem_, 0);
+  j["standard_attention_bytes"] = {{"read", naive.read}, {"write", naive.write}};
+  for (const Walk& w : walks_) {
+    const tiled::Stepper& st = *w.stepper;
+    const tiled::Schedule& sc = st.schedule();
+    const TileView v = view_of(st);
+    nlohmann::json wj;
+    wj["order"] = tiled::to_string(w.order);
+    wj["position"] = st.position();
+    wj["steps"] = sc.steps();
+    wj["Tr"] = sc.Tr();
+    wj["Tc"] = sc.Tc();
+    wj["tiles_skipped"] = sc.tiles_skipped();
+    wj["bytes"] = bytes_json(st.bytes());
+    if (v.valid) {
+      const tiled::TileStep& t = v.step;
+      wj["tile"] = {{"index", t.index}, {"i", t.i}, {"j", t.j}, {"row0", t.row0}, {"rows", t.rows},
+                    {"col0", t.col0}, {"cols", t.cols}, {"kind", tiled::to_string(t.kind)}};
+      nlohmann::json rows = nlohmann::json::array();
+      if (v.rows)
+        for (const tiled::RowStat& r : *v.rows)
+          rows.push_back({{"row", r.row}, {"m_old", num(r.m_old)}, {"m_new", num(r.m_new)}, {"l_old", num(r.l_old)},
+                          {"l_new", num(r.l_new)}, {"alpha", num(r.alpha)}});
+      wj["row_stats"] = rows;
+      wj["S"] = matrix(v.S);
+      wj["O_before"] = matrix(v.O_before);
+      wj["O_after"] = matrix(v.O_after);
+      wj["P"] = matrix(v.P);
+      wj["dS"] = matrix(v.dS);
+    }
+    if (w.grid.drawn) {
+      wj["grid"] = {{"x0", w.grid.x0}, {"y0", w.grid.y0}, {"cell_w", w.grid.cell_w}, {"cell_h", w.grid.cell_h}};
+      if (v.valid)
+        wj["current_tile_px"] = {static_cast<int>(std::floor(w.grid.x0 + (v.step.j + 0.5f) * w.grid.cell_w)),
+                                 static_cast<int>(std::floor(w.grid.y0 + (v.step.i + 0.5f) * w.grid.cell_h))};
+    }
+    j["walks"].push_back(std::move(wj));
+  }
+  nlohmann::json est = nlohmann::json::array();
+  for (const sim::Estimate& e : estimates_)
+    est.push_back({{"algo", e.algo}, {"time_s", e.time_s}, {"hbm_read_bytes", e.hbm_read_bytes},
+                   {"hbm_write_bytes", e.hbm_write_bytes}, {"flops", e.flops}, {"bound", e.bound},
+                   {"speedup_vs_standard", e.speedup_vs_standard}});
+  j["estimates"] = est;
+  return j;
+}
+
+}  // namespace flashlab::viz
