@@ -1,0 +1,70 @@
+// The C ABI: flashlab's kernels on device pointers that another program owns
+// (PyTorch tensors through ctypes, in bench/gpu_compare.py). Returns 0 on
+// success; otherwise a non-zero code and the reason in `error`.
+#include <cstring>
+#include <string>
+
+#include "cuda_check.hpp"
+#include "kernels.hpp"
+
+namespace {
+
+int fail(char* error, int error_len, const std::string& what) {
+  if (error && error_len > 0) {
+    std::strncpy(error, what.c_str(), size_t(error_len) - 1);
+    error[error_len - 1] = '\0';
+  }
+  return 1;
+}
+
+}  // namespace
+
+extern "C" int flashlab_forward(const char* kernel, const void* q, const void* k, const void* v, void* o, float* lse,
+                                int batch, int seqlen_q, int seqlen_k, int heads_q, int heads_kv, int head_dim,
+                                int dtype, float scale, int window_left, int window_right, float softcap,
+                                void* stream, char* error, int error_len) {
+  using namespace flashlab::gpu;
+  try {
+    if (!kernel || !q || !k || !v || !o || !lse) return fail(error, error_len, "null pointer argument");
+    if (batch <= 0 || seqlen_q <= 0 || seqlen_k <= 0 || heads_q <= 0 || heads_kv <= 0 || head_dim <= 0 ||
+        heads_q % heads_kv != 0)
+      return fail(error, error_len, "invalid shape");
+    if (dtype < 0 || dtype > 2) return fail(error, error_len, "dtype must be 0 (fp32), 1 (fp16) or 2 (bf16)");
+    AttentionParams p;
+    p.q = q;
+    p.k = k;
+    p.v = v;
+    p.o = o;
+    p.lse = lse;
+    p.batch = batch;
+    p.seqlen_q = seqlen_q;
+    p.seqlen_k = seqlen_k;
+    p.heads_q = heads_q;
+    p.heads_kv = heads_kv;
+    p.head_dim = head_dim;
+    p.dtype = static_cast<Dtype>(dtype);
+    p.scale = scale;
+    p.window_left = window_left;
+    p.window_right = window_right;
+    p.softcap = softcap;
+    set_contiguous_strides(p);
+    auto s = static_cast<cudaStream_t>(stream);
+    const std::string name = kernel;
+    if (name == "fa2") {
+      fa2_forward(p, s);
+    } else if (name == "standard") {
+      const size_t plane = size_t(batch) * heads_q * seqlen_q * seqlen_k;
+      void *S = nullptr, *P = nullptr;
+      FLASHLAB_CUDA(cudaMallocAsync(&S, plane * 4, s));
+      FLASHLAB_CUDA(cudaMallocAsync(&P, plane * (dtype == 0 ? 4 : 2), s));
+      standard_forward(p, static_cast<float*>(S), P, s);
+      FLASHLAB_CUDA(cudaFreeAsync(S, s));
+      FLASHLAB_CUDA(cudaFreeAsync(P, s));
+    } else {
+      return fail(error, error_len, "unknown kernel '" + name + "': expected fa2 or standard");
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(error, error_len, e.what());
+  }
+}
