@@ -77,6 +77,7 @@ def main():
     ap.add_argument("json")
     ap.add_argument("--background-cores", type=float, default=None,
                     help="cores other processes used during the run (run_cpu.sh measures it)")
+    ap.add_argument("--source", default=None, help="the commit measured (run_cpu.sh passes it)")
     args = ap.parse_args()
     ctx, rows = load(args.json)
     ok = [r for r in rows if not r["error"]]
@@ -102,6 +103,8 @@ def main():
     w("")
     w(f"- Machine: {ctx.get('cpu_model', '?')}, {ctx.get('num_cpus', '?')} cores at "
       f"{ctx.get('mhz_per_cpu', '?')} MHz; caches: {describe_caches(ctx.get('caches', []))}")
+    if args.source:
+        w(f"- Code measured: {args.source}")
     w(f"- Threads: {ctx.get('omp_threads', '?')} OpenMP threads (all cores) for every case; "
       f"Eigen GEMM threads {ctx.get('eigen_threads', '?')}; Eigen SIMD: {ctx.get('eigen_simd', '?')}")
     load_avg = ", ".join(f"{x:.2f}" for x in ctx.get("load_avg", []))
