@@ -362,7 +362,7 @@ void ShowTileGrid(Session& s) {
   ImGui::Begin("Tile grid");
   const auto& walks = s.walks();
   const tiled::Schedule& sc = s.primary().stepper->schedule();
-  ImGui::Text("Tr = %lld Q blocks x Tc = %lld K/V blocks (Br = %lld, Bc = %lld), %lld of %lld tiles masked",
+  ImGui::TextWrapped("Tr = %lld Q blocks x Tc = %lld K/V blocks (Br = %lld, Bc = %lld), %lld of %lld tiles masked",
               (long long)sc.Tr(), (long long)sc.Tc(), (long long)sc.tiling().Br, (long long)sc.tiling().Bc,
               (long long)sc.tiles_skipped(), (long long)sc.steps());
   Legend(kPending, "pending", "Not visited yet.");
@@ -390,7 +390,7 @@ void ShowTileGrid(Session& s) {
                   tiled::to_string(v.step.kind).c_str());
     else
       ImGui::Text(": before the first step");
-    ImGui::Text("HBM so far: read %s, wrote %s", bytes(st.bytes().total_load()).c_str(),
+    ImGui::Text("HBM: read %s, wrote %s", bytes(st.bytes().total_load()).c_str(),
                 bytes(st.bytes().total_store()).c_str());
     HelpMarker("Bytes this head has moved between HBM and SRAM up to this step, prologue included.");
     DrawGrid(w, ImGui::GetContentRegionAvail());
@@ -457,11 +457,31 @@ void ShowRowStats(Session& s) {
   ImGui::Begin("Row statistics");
   const Walk& w = s.primary();
   const TileView v = view_of(*w.stepper);
+  if (v.valid && tiled::is_backward(w.order) && v.step.kind != TileKind::skipped) {
+    // Backward: the accumulators of the resident K/V block and the rows' inputs from the forward.
+    const tiled::Sram& m = w.stepper->sram();
+    ImGui::Text("K/V block j=%lld accumulating on chip; Q block i=%lld adds its dQ_i to HBM", (long long)v.step.j,
+                (long long)v.step.i);
+    const float side = std::min((ImGui::GetContentRegionAvail().x - 8) / 2, ImGui::GetContentRegionAvail().y * 0.55f);
+    const auto box = [&](const tiled::Tile& t, const char* name, const char* help) {
+      ImGui::BeginGroup();
+      ImGui::Text("%s (%lld x %lld)", name, (long long)t.rows(), (long long)t.cols());
+      HelpMarker(help);
+      Heatmap(name, t, ImVec2(side, side * t.rows() / std::max<float>(t.rows(), t.cols())), v.step.col0, 0, "dim");
+      ImGui::EndGroup();
+    };
+    box(m.dK, "dK_j", "dK_j += scale * dS_ij^T Q_i over the Q blocks so far; written to HBM once, after the last one.");
+    ImGui::SameLine(0, 8);
+    box(m.dV, "dV_j", "dV_j += P_ij^T dO_i over the Q blocks so far; written to HBM once, after the last one.");
+    std::string lse, d;
+    for (int64_t r = 0; r < std::min<int64_t>(4, m.lse.size()); ++r) lse += num(m.lse[r]) + " ", d += num(m.D[r]) + " ";
+    ImGui::TextWrapped("LSE_i (from the forward) %s...   D_i = rowsum(dO o O) %s...", lse.c_str(), d.c_str());
+    HelpMarker("P_ij = exp(S_ij - LSE_i) needs no running max; D_i enters dS = P o (dP - D).");
+    ImGui::End();
+    return;
+  }
   if (!v.valid || !v.rows) {
-    ImGui::TextUnformatted(!v.valid ? "Before the first step."
-                           : tiled::is_backward(w.order)
-                               ? "The backward pass keeps no running statistics: it recomputes P from the forward's LSE."
-                               : "A skipped tile changes no statistics.");
+    ImGui::TextWrapped("%s", !v.valid ? "Before the first step." : "A skipped tile changes no statistics.");
     ImGui::End();
     return;
   }
@@ -552,7 +572,7 @@ void ShowMemory(Session& s) {
   }
   HelpMarker("standard: attention that writes S and P to HBM (Algorithm 0), prorated by the share of steps done.");
   const double so_far = double(b.total_load() + b.total_store());
-  ImGui::TextWrapped("whole pass: tiled %s, standard %s (%.1fx less)", bytes(whole.total_load() + whole.total_store()).c_str(),
+  ImGui::TextWrapped("whole pass: tiled %s, standard %s (standard / tiled = %.2f)", bytes(whole.total_load() + whole.total_store()).c_str(),
               bytes(naive.read + naive.write).c_str(),
               double(naive.read + naive.write) / std::max<double>(1, whole.total_load() + whole.total_store()));
   ImGui::TextWrapped("at %s's %.2f TB/s: so far %s, standard %s", s.gpu().name.c_str(), bw / 1e12,
