@@ -17,6 +17,15 @@
 //       NVIDIA H200, bf16, 16k tokens, hidden 2048, forward (bench/results/gpu-fwd-h200-2026-11-22-fa2v1.csv):
 //       d=64 s=4k 154 TFLOP/s vs SDPA flash 301 (0.51x), cuDNN 451; d=128 s=4k 159 vs 355 (0.45x);
 //       d=256 s=4k 204 vs 319 (0.64x); causal d=128 s=16k 152 vs 323 (0.47x).
+//   v2  two MMA row tiles per warp (Br = 128) for d <= 128, and the mask applied only to tiles that
+//       cross its edge. Same GPU and sweep (bench/results/gpu-fwd-h200-2026-11-22-fa2v2.csv): d=64 s=4k
+//       101 TFLOP/s (0.33x flash), d=128 159 (0.46x): slower at d=64 (255 registers, half the CTAs per
+//       SM), no gain at d=128. Kept: the edge-only mask. Reverted: kMT = 1 (v3).
+//   v3  v1's shapes with v2's edge-only mask (bench/results/gpu-fwd-h200-2026-11-22-fa2v3.csv, same sweep):
+//       d=64 s=4k 138 TFLOP/s vs flash 303 (0.46x; v1 measured 154), d=128 152 vs 350 (0.43x),
+//       d=256 203 vs 322 (0.63x), causal d=128 s=16k 146 vs 325 (0.45x); cuDNN 459-672 in the same run.
+//       Next: ncu the d=64/128 kernels (issue slots, ldmatrix bank conflicts, exp2 throughput) before
+//       changing more; FA2 keeps Q in registers and writes O through shared memory.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -30,7 +39,7 @@
 namespace flashlab::gpu {
 namespace {
 
-constexpr int kBr = 64, kBc = 64, kWarps = 4, kThreads = kWarps * 32;
+constexpr int kWarps = 4, kThreads = kWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f;  // log2(e): exp(x) = exp2(x * log2(e))
 constexpr float kLn2 = 0.6931471805599453f;    // ln(2)
 
@@ -106,8 +115,11 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 }
 
 // ---- the kernel
-template <int D, int kStages, typename T>
+// D: head dim; kMT: 16-row MMA tiles per warp (a K/V fragment read from shared memory feeds kMT MMAs);
+// kBc: keys per K/V block; kStages: K/V buffers in shared memory.
+template <int D, int kMT, int kBc, int kStages, typename T>
 __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionParams p) {
+  constexpr int kBr = 16 * kMT * kWarps;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (Br, D)
   T* sK = sQ + kBr * D;                     // (stages, Bc, D)
@@ -139,21 +151,27 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionPa
   const int last_row = min(row0 + kBr, sq) - 1;
   const int c_lo = col_begin(row0, sq, sk, p.window_left), c_hi = col_end(last_row, sq, sk, p.window_right);
   const int j_begin = c_lo / kBc, j_end = c_hi > c_lo ? (c_hi + kBc - 1) / kBc : j_begin;
+  // Every row of the block sees all of [full_lo, full_hi): tiles inside it need no mask.
+  const int full_lo = col_begin(last_row, sq, sk, p.window_left), full_hi = col_end(row0, sq, sk, p.window_right);
 
-  // Accumulators: O (16 rows x D per warp) and the running max / sum of rows qrow and qrow + 8.
-  float acc_o[D / 8][4];
+  // Accumulators: O (16 kMT rows x D per warp) and the running max / sum of the thread's rows.
+  float acc_o[kMT][D / 8][4];
+  float row_max[kMT][2], row_sum[kMT][2];
+  int my_row[kMT][2], lo[kMT][2], hi[kMT][2];
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n) acc_o[n][0] = acc_o[n][1] = acc_o[n][2] = acc_o[n][3] = 0.f;
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
-
-  const float scale_log2 = p.scale * kLog2e;
-  const int my_row[2] = {row0 + warp * 16 + qrow, row0 + warp * 16 + qrow + 8};
-  int lo[2], hi[2];
+  for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    lo[r] = col_begin(my_row[r], sq, sk, p.window_left);
-    hi[r] = col_end(my_row[r], sq, sk, p.window_right);
+    for (int n = 0; n < D / 8; ++n) acc_o[mt][n][0] = acc_o[mt][n][1] = acc_o[mt][n][2] = acc_o[mt][n][3] = 0.f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row_max[mt][r] = -INFINITY;
+      row_sum[mt][r] = 0.f;
+      my_row[mt][r] = row0 + (warp * kMT + mt) * 16 + qrow + 8 * r;
+      lo[mt][r] = col_begin(my_row[mt][r], sq, sk, p.window_left);
+      hi[mt][r] = col_end(my_row[mt][r], sq, sk, p.window_right);
+    }
   }
+  const float scale_log2 = p.scale * kLog2e;
 
   if (j_begin < j_end) {
     load_tile<D>(sQ, q, p.q_row_stride, row0, sq, kBr);
@@ -174,76 +192,99 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionPa
     const T* tK = sK + stage * kBc * D;
     const T* tV = sV + stage * kBc * D;
 
-    // S = Q_i K_j^T for this warp's 16 rows: kBc / 8 accumulator tiles of 16 x 8.
-    float acc_s[kBc / 8][4];
+    // S = Q_i K_j^T for this warp's rows: kMT x kBc / 8 accumulator tiles of 16 x 8.
+    float acc_s[kMT][kBc / 8][4];
 #pragma unroll
-    for (int n = 0; n < kBc / 8; ++n) acc_s[n][0] = acc_s[n][1] = acc_s[n][2] = acc_s[n][3] = 0.f;
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int n = 0; n < kBc / 8; ++n) acc_s[mt][n][0] = acc_s[mt][n][1] = acc_s[mt][n][2] = acc_s[mt][n][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t a[4];
-      ldmatrix_x4(a, sQ + swizzle<D>(warp * 16 + lane % 16, kk * 2 + lane / 16));
+      uint32_t a[kMT][4];
 #pragma unroll
-      for (int n = 0; n < kBc / 16; ++n) {  // two 8-key accumulator tiles per ldmatrix.x4
+      for (int mt = 0; mt < kMT; ++mt)
+        ldmatrix_x4(a[mt], sQ + swizzle<D>((warp * kMT + mt) * 16 + lane % 16, kk * 2 + lane / 16));
+#pragma unroll
+      for (int n = 0; n < kBc / 16; ++n) {  // two 8-key tiles per ldmatrix.x4, each reused by kMT MMAs
         uint32_t bk[4];
         ldmatrix_x4(bk, tK + swizzle<D>(n * 16 + (lane / 16) * 8 + lane % 8, kk * 2 + (lane / 8) % 2));
-        mma_16816<T>(acc_s[2 * n], a, bk[0], bk[1]);
-        mma_16816<T>(acc_s[2 * n + 1], a, bk[2], bk[3]);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          mma_16816<T>(acc_s[mt][2 * n], a[mt], bk[0], bk[1]);
+          mma_16816<T>(acc_s[mt][2 * n + 1], a[mt], bk[2], bk[3]);
+        }
       }
     }
 
-    // Scores in the log2 domain, softcap, mask; then the online softmax.
+    // Scores in the log2 domain (softcap first if on); the mask only on tiles that cross its edge.
+    const bool full_tile = j * kBc >= full_lo && (j + 1) * kBc <= full_hi;
 #pragma unroll
-    for (int n = 0; n < kBc / 8; ++n)
+    for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2, col = j * kBc + n * 8 + qcol + (e & 1);
-        float s = acc_s[n][e];
-        if (p.softcap > 0.f) s = p.softcap * tanhf(s * p.scale / p.softcap) * kLog2e;
-        else s *= scale_log2;
-        acc_s[n][e] = (col >= lo[r] && col < hi[r]) ? s : -INFINITY;
+      for (int n = 0; n < kBc / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float s = acc_s[mt][n][e];
+          s = p.softcap > 0.f ? p.softcap * tanhf(s * p.scale / p.softcap) * kLog2e : s * scale_log2;
+          if (!full_tile) {
+            const int r = e / 2, col = j * kBc + n * 8 + qcol + (e & 1);
+            if (col < lo[mt][r] || col >= hi[mt][r]) s = -INFINITY;
+          }
+          acc_s[mt][n][e] = s;
+        }
+
+    // Online softmax: m_new = max(m, rowmax S), alpha = exp2(m - m_new), P~ = exp2(S - m_new), l = alpha l + rowsum P~.
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      float alpha[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float m = row_max[mt][r];
+#pragma unroll
+        for (int n = 0; n < kBc / 8; ++n) m = fmaxf(m, fmaxf(acc_s[mt][n][2 * r], acc_s[mt][n][2 * r + 1]));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));  // the 4 lanes of a quad hold one row
+        m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+        const float m_use = m == -INFINITY ? 0.f : m;     // a row that has seen nothing: exp2(-inf) = 0
+        alpha[r] = exp2f(row_max[mt][r] - m_use);
+        row_max[mt][r] = m;
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < kBc / 8; ++n) {
+          acc_s[mt][n][2 * r] = exp2f(acc_s[mt][n][2 * r] - m_use);
+          acc_s[mt][n][2 * r + 1] = exp2f(acc_s[mt][n][2 * r + 1] - m_use);
+          sum += acc_s[mt][n][2 * r] + acc_s[mt][n][2 * r + 1];
+        }
+        row_sum[mt][r] = row_sum[mt][r] * alpha[r] + sum;  // quad-reduced once, at the end
       }
-    float scale_o[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float m = row_max[r];
-#pragma unroll
-      for (int n = 0; n < kBc / 8; ++n) m = fmaxf(m, fmaxf(acc_s[n][2 * r], acc_s[n][2 * r + 1]));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));  // the 4 lanes of a quad hold one row
-      m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
-      const float m_use = m == -INFINITY ? 0.f : m;     // a row that has seen nothing: exp2(-inf) = 0
-      scale_o[r] = exp2f(row_max[r] - m_use);           // alpha = exp(m_old - m_new)
-      row_max[r] = m;
-      float sum = 0.f;
-#pragma unroll
-      for (int n = 0; n < kBc / 8; ++n) {
-        acc_s[n][2 * r] = exp2f(acc_s[n][2 * r] - m_use);
-        acc_s[n][2 * r + 1] = exp2f(acc_s[n][2 * r + 1] - m_use);
-        sum += acc_s[n][2 * r] + acc_s[n][2 * r + 1];
+      for (int n = 0; n < D / 8; ++n) {
+        acc_o[mt][n][0] *= alpha[0];
+        acc_o[mt][n][1] *= alpha[0];
+        acc_o[mt][n][2] *= alpha[1];
+        acc_o[mt][n][3] *= alpha[1];
       }
-      row_sum[r] = row_sum[r] * scale_o[r] + sum;  // quad-reduced once, at the end
-    }
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      acc_o[n][0] *= scale_o[0];
-      acc_o[n][1] *= scale_o[0];
-      acc_o[n][2] *= scale_o[1];
-      acc_o[n][3] *= scale_o[1];
     }
 
     // O += P~ V_j: the S accumulators of two adjacent 8-key tiles form one 16-key A operand.
 #pragma unroll
     for (int kk = 0; kk < kBc / 16; ++kk) {
-      uint32_t a[4];
-      a[0] = pack2<T>(acc_s[2 * kk][0], acc_s[2 * kk][1]);
-      a[1] = pack2<T>(acc_s[2 * kk][2], acc_s[2 * kk][3]);
-      a[2] = pack2<T>(acc_s[2 * kk + 1][0], acc_s[2 * kk + 1][1]);
-      a[3] = pack2<T>(acc_s[2 * kk + 1][2], acc_s[2 * kk + 1][3]);
+      uint32_t a[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        a[mt][0] = pack2<T>(acc_s[mt][2 * kk][0], acc_s[mt][2 * kk][1]);
+        a[mt][1] = pack2<T>(acc_s[mt][2 * kk][2], acc_s[mt][2 * kk][3]);
+        a[mt][2] = pack2<T>(acc_s[mt][2 * kk + 1][0], acc_s[mt][2 * kk + 1][1]);
+        a[mt][3] = pack2<T>(acc_s[mt][2 * kk + 1][2], acc_s[mt][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int n = 0; n < D / 16; ++n) {
         uint32_t bv[4];
         ldmatrix_x4_trans(bv, tV + swizzle<D>(kk * 16 + lane % 8 + ((lane / 8) % 2) * 8, n * 2 + lane / 16));
-        mma_16816<T>(acc_o[2 * n], a, bv[0], bv[1]);
-        mma_16816<T>(acc_o[2 * n + 1], a, bv[2], bv[3]);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          mma_16816<T>(acc_o[mt][2 * n], a[mt], bv[0], bv[1]);
+          mma_16816<T>(acc_o[mt][2 * n + 1], a[mt], bv[2], bv[3]);
+        }
       }
     }
     if (kStages == 1) __syncthreads();  // single stage: everyone done before the next load overwrites
@@ -256,28 +297,41 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionPa
 
   // O_i = diag(l_i)^-1 O_i; LSE_i = m_i ln 2 + ln(l_i) (m was kept in log2 units).
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = row_sum[r];
-    l += __shfl_xor_sync(0xffffffff, l, 1);
-    l += __shfl_xor_sync(0xffffffff, l, 2);
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    const int row = my_row[r];
-    if (row < sq) {
+  for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        const uint32_t packed = pack2<T>(acc_o[n][2 * r] * inv, acc_o[n][2 * r + 1] * inv);
-        *reinterpret_cast<uint32_t*>(o + int64_t(row) * p.o_row_stride + n * 8 + qcol) = packed;
+    for (int r = 0; r < 2; ++r) {
+      float l = row_sum[mt][r];
+      l += __shfl_xor_sync(0xffffffff, l, 1);
+      l += __shfl_xor_sync(0xffffffff, l, 2);
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const int row = my_row[mt][r];
+      if (row < sq) {
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n) {
+          const uint32_t packed = pack2<T>(acc_o[mt][n][2 * r] * inv, acc_o[mt][n][2 * r + 1] * inv);
+          *reinterpret_cast<uint32_t*>(o + int64_t(row) * p.o_row_stride + n * 8 + qcol) = packed;
+        }
+        if (lane % 4 == 0) lse[row] = l > 0.f ? row_max[mt][r] * kLn2 + logf(l) : -INFINITY;
       }
-      if (lane % 4 == 0) lse[row] = l > 0.f ? row_max[r] * kLn2 + logf(l) : -INFINITY;
     }
-  }
 }
+
+// Tile shapes per head dim, and why:
+//   one MMA row tile per warp (Br = 64): two (kMT = 2, Br = 128) feed each K/V fragment to two MMAs,
+//     but take 248-255 registers a thread, halve the CTAs an SM holds and ran slower on an H200
+//     (v2 below); d = 256 could not afford it anyway (its O accumulator alone is 128 registers).
+//   two K/V stages for d <= 128 to hide the loads; one for d = 256, to fit A100's shared memory too.
+template <int D>
+struct Config {
+  static constexpr int kMT = 1, kBc = 64, kStages = D <= 128 ? 2 : 1;
+};
 
 template <int D, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
-  constexpr int kStages = D <= 128 ? 2 : 1;
-  constexpr size_t smem = size_t(kBr + 2 * kStages * kBc) * D * sizeof(T);
-  auto kernel = fa2_forward_kernel<D, kStages, T>;
+  using C = Config<D>;
+  constexpr int kBr = 16 * C::kMT * kWarps;
+  constexpr size_t smem = size_t(kBr + 2 * C::kStages * C::kBc) * D * sizeof(T);
+  auto kernel = fa2_forward_kernel<D, C::kMT, C::kBc, C::kStages, T>;
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const dim3 grid((p.seqlen_q + kBr - 1) / kBr, p.heads_q, p.batch);
   kernel<<<grid, kThreads, smem, stream>>>(p);
