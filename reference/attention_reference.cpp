@@ -93,7 +93,8 @@ Forward<Real> forward_impl(const Problem& p, const Tensor& q, const Tensor& k, c
     Eigen::Matrix<Real, Eigen::Dynamic, 1> lse;                          // (sq)
     softmax_rows(P, lse);
     rnd.all(P);
-    RowMajor<Real> O = P.cwiseProduct(dropout_scale<Real>(p, b, h)) * V; // (sq, dv)
+    RowMajor<Real> O = p.dropout_p > 0 ? RowMajor<Real>(P.cwiseProduct(dropout_scale<Real>(p, b, h)) * V)
+                                       : RowMajor<Real>(P * V);          // (sq, dv)
     rnd.all(O);
     o_head_mut(p, out.o, b, h) = O;
     for (int64_t i = 0; i < p.len_q(b); ++i) out.lse[p.lse_offset(b, h, i)] = lse(i);
@@ -129,9 +130,14 @@ Backward<Real> backward_impl(const Problem& p, const Tensor& q, const Tensor& k,
       Eigen::Matrix<Real, Eigen::Dynamic, 1> lse;
       softmax_rows(P, lse);
       rnd.all(P);
-      const RowMajor<Real> Z = dropout_scale<Real>(p, b, h);               // (sq, sk)
-      dV += P.cwiseProduct(Z).transpose() * dO;
-      RowMajor<Real> dP = (dO * V.transpose()).cwiseProduct(Z);            // (sq, sk)
+      RowMajor<Real> dP = dO * V.transpose();                              // (sq, sk)
+      if (p.dropout_p > 0) {
+        const RowMajor<Real> Z = dropout_scale<Real>(p, b, h);             // (sq, sk)
+        dV += P.cwiseProduct(Z).transpose() * dO;
+        dP = dP.cwiseProduct(Z);
+      } else {
+        dV += P.transpose() * dO;
+      }
       rnd.all(dP);
       const Eigen::Matrix<Real, Eigen::Dynamic, 1> D = P.cwiseProduct(dP).rowwise().sum();  // (sq)
       RowMajor<Real> dS = P.cwiseProduct(dP.colwise() - D);                // (sq, sk)
@@ -157,8 +163,9 @@ int64_t matrix_bytes(const Problem& p, Precision precision, bool backward) {
   int64_t largest = 0;  // the largest sq x sk of any batch entry
   for (int64_t b = 0; b < p.batch; ++b) largest = std::max(largest, p.len_q(b) * p.len_k(b));
   const int64_t real = precision == Precision::fp64 ? 8 : 4;
-  // forward holds Dot, P and Z (+ O products); backward Dot, P, Z, dP and dS
-  const int64_t matrices = backward ? 5 : 3;
+  // Alive at once per head: forward Dot and P; backward Dot, P, dP and dS; dropout adds its scale Z
+  // and the product P o Z.
+  const int64_t matrices = (backward ? 4 : 2) + (p.dropout_p > 0 ? 2 : 0);
   const int64_t in_flight = std::min<int64_t>(parallel_threads(), p.batch * (backward ? p.heads_kv : p.heads_q));
   return largest * real * matrices * in_flight;
 }

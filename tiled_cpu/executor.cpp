@@ -240,6 +240,12 @@ void HeadRun::zero_masked(const TileStep& st, Tile& P) const {
   }
 }
 
+// S <- exp(S - m) row by row, in place. Row-major S with a per-row shift
+// vectorizes one row at a time (a column broadcast over the whole tile does not).
+static void exp_rows(Tile& S, const Eigen::VectorXf& m) {
+  for (int64_t r = 0; r < S.rows(); ++r) S.row(r).array() = (S.row(r).array() - m(r)).exp();
+}
+
 // Multiplies P by the dropout scale Z = keep / (1 - p), in place.
 static void apply_dropout(const Problem& p, int64_t b, int64_t h, const TileStep& st, Tile& P) {
   if (p.dropout_p <= 0) return;
@@ -269,10 +275,7 @@ void HeadRun::forward_tile(const TileStep& st, Sram& s, Observer* obs) {
     //      l = alpha l + rowsum(P~),  O = diag(alpha) O + P~ V_j   (no division yet)
     // P~ overwrites S row by row, its row sum taken in the same pass.
     const Eigen::VectorXf alpha = (m_old - m_use).array().exp().matrix();
-    for (int64_t r = 0; r < S.rows(); ++r) {
-      auto row = S.row(r).array();
-      row = (row - m_use(r)).exp();
-    }
+    exp_rows(S, m_use);
     Tile& P = S;
     zero_masked(st, P);
     s.l = alpha.cwiseProduct(s.l) + P.rowwise().sum();
@@ -286,7 +289,8 @@ void HeadRun::forward_tile(const TileStep& st, Sram& s, Observer* obs) {
     //   m_new = max(m, m~), l_new = e^(m - m_new) l + e^(m~ - m_new) l~
     //   O_i = diag(l_new)^-1 (diag(l) e^(m - m_new) O_i + e^(m~ - m_new) P~ V_j)
     const Eigen::VectorXf m_tile_use = m_tile.unaryExpr(&safe_max);
-    Tile P = (S.colwise() - m_tile_use).array().exp().matrix();
+    Tile& P = S;
+    exp_rows(P, m_tile_use);
     zero_masked(st, P);
     const Eigen::VectorXf l_tile = P.rowwise().sum();
     const Eigen::VectorXf a_old = (m_old - m_use).array().exp().matrix();
@@ -320,14 +324,16 @@ void HeadRun::backward_tile(const TileStep& st, Sram& s, Observer* obs) {
   if (schedule_.order() == Order::fa1_backward) {
     // Algorithm 4: P_ij = diag(l_i)^-1 exp(S_ij - m_i), D_i = rowsum(dO_i o O_i) on chip.
     const Eigen::VectorXf m_use = s.m.unaryExpr(&safe_max);
-    P = (S.colwise() - m_use).array().exp().matrix();
+    P = std::move(S);
+    exp_rows(P, m_use);
     zero_masked(st, P);
     for (int64_t r = 0; r < P.rows(); ++r) P.row(r) *= s.l(r) > 0 ? 1.0f / s.l(r) : 0.0f;
     s.D = s.dO.cwiseProduct(s.O).rowwise().sum();
   } else {
     // P_ij = exp(S_ij - LSE_i): the forward's probabilities, recomputed.
     const Eigen::VectorXf lse_use = s.lse.unaryExpr(&safe_max);
-    P = (S.colwise() - lse_use).array().exp().matrix();
+    P = std::move(S);
+    exp_rows(P, lse_use);
     zero_masked(st, P);
   }
   Tile Pd = P;                                                          // P o Z
