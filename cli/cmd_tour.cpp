@@ -68,7 +68,8 @@ void add_tour(CLI::App& app) {
     }
     std::cout << "\nThe tiled counts are the tiled executor's own events for this run; standard is Algorithm 0 of\n"
                  "the FlashAttention paper (S and P written and read back). Next: `flashlab step` to walk tiles\n"
-                 "yourself, `flashlab check --help` for any problem, `flashlab trace` for the event stream.\n";
+                 "yourself, `flashlab viz` to watch them, `flashlab estimate --gpu h100-sxm` for what this buys on a\n"
+                 "real GPU, `flashlab check --help` for any problem, `flashlab trace` for the event stream.\n";
     if (!ok) throw CLI::RuntimeError(2);
   });
 }
