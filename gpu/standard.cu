@@ -11,6 +11,7 @@
 //   v1  cublasGemmStridedBatchedEx with fp32 accumulation; a one-pass-per-row softmax kernel.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <dlfcn.h>
 #include <cuda_fp16.h>
 
 #include <cmath>
@@ -89,20 +90,41 @@ __global__ void softmax_rows(const float* S, T* P, float* lse, AttentionParams p
   if (threadIdx.x == 0) lse[bh * p.seqlen_q + i] = l > 0.f ? m + logf(l) : -INFINITY;
 }
 
-cublasHandle_t handle() {
-  static cublasHandle_t h = [] {
-    cublasHandle_t created;
-    FLASHLAB_CUBLAS(cublasCreate(&created));
-    return created;
+// cuBLAS is opened on first use rather than linked: its libraries add ~150 MiB
+// of resident pages to every process at start-up, which would swamp the memory
+// figures of the CPU implementations that share the flashlab binary.
+struct Cublas {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  cublasStatus_t (*gemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                         const void*, cudaDataType, int, long long, const void*, cudaDataType, int, long long,
+                         const void*, void*, cudaDataType, int, long long, int, cublasComputeType_t,
+                         cublasGemmAlgo_t) = nullptr;
+  cublasHandle_t handle = nullptr;
+};
+
+const Cublas& cublas() {
+  static const Cublas api = [] {
+    Cublas c;
+    void* lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) lib = dlopen(FLASHLAB_CUDA_LIBRARY_DIR "/libcublas.so.13", RTLD_NOW | RTLD_LOCAL);  // the toolkit built against
+    if (!lib) throw Error(std::string("standard: cannot load cuBLAS (libcublas.so.13): ") + dlerror());
+    c.create = reinterpret_cast<decltype(c.create)>(dlsym(lib, "cublasCreate_v2"));
+    c.set_stream = reinterpret_cast<decltype(c.set_stream)>(dlsym(lib, "cublasSetStream_v2"));
+    c.gemm = reinterpret_cast<decltype(c.gemm)>(dlsym(lib, "cublasGemmStridedBatchedEx"));
+    if (!c.create || !c.set_stream || !c.gemm) throw Error("standard: cuBLAS lacks the functions flashlab calls");
+    FLASHLAB_CUBLAS(c.create(&c.handle));
+    return c;
   }();
-  return h;
+  return api;
 }
 
 }  // namespace
 
 void standard_forward(const AttentionParams& p, float* S, void* P, cudaStream_t stream) {
   if (p.cu_seqlens_q) throw Error("standard: varlen batches are not supported");
-  FLASHLAB_CUBLAS(cublasSetStream(handle(), stream));
+  const Cublas& blas = cublas();
+  FLASHLAB_CUBLAS(blas.set_stream(blas.handle, stream));
   const int group = p.heads_q / p.heads_kv;
   const size_t esize = p.dtype == Dtype::fp32 ? 4 : 2;
   const cudaDataType_t t = cuda_type(p.dtype);
@@ -114,7 +136,7 @@ void standard_forward(const AttentionParams& p, float* S, void* P, cudaStream_t 
       const char* q = static_cast<const char*>(p.q) + (b * p.q_batch_stride + int64_t(g) * group * p.q_head_stride) * esize;
       const char* k = static_cast<const char*>(p.k) + (b * p.k_batch_stride + g * p.k_head_stride) * esize;
       float* s = S + (int64_t(b) * p.heads_q + int64_t(g) * group) * plane;
-      FLASHLAB_CUBLAS(cublasGemmStridedBatchedEx(handle(), CUBLAS_OP_T, CUBLAS_OP_N, p.seqlen_k, p.seqlen_q,
+      FLASHLAB_CUBLAS(blas.gemm(blas.handle, CUBLAS_OP_T, CUBLAS_OP_N, p.seqlen_k, p.seqlen_q,
                                                  p.head_dim, &one, k, t, int(p.k_row_stride), 0, q, t,
                                                  int(p.q_row_stride), p.q_head_stride, &zero, s, CUDA_R_32F,
                                                  p.seqlen_k, plane, group, CUBLAS_COMPUTE_32F,
@@ -134,7 +156,7 @@ void standard_forward(const AttentionParams& p, float* S, void* P, cudaStream_t 
       const char* v = static_cast<const char*>(p.v) + (b * p.v_batch_stride + g * p.v_head_stride) * esize;
       const char* pm = static_cast<const char*>(P) + (int64_t(b) * p.heads_q + int64_t(g) * group) * plane * esize;
       char* o = static_cast<char*>(p.o) + (b * p.o_batch_stride + int64_t(g) * group * p.o_head_stride) * esize;
-      FLASHLAB_CUBLAS(cublasGemmStridedBatchedEx(handle(), CUBLAS_OP_N, CUBLAS_OP_N, p.head_dim, p.seqlen_q,
+      FLASHLAB_CUBLAS(blas.gemm(blas.handle, CUBLAS_OP_N, CUBLAS_OP_N, p.head_dim, p.seqlen_q,
                                                  p.seqlen_k, &one, v, t, int(p.v_row_stride), 0, pm, t,
                                                  p.seqlen_k, plane, &zero, o, t, int(p.o_row_stride),
                                                  p.o_head_stride, group, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
