@@ -1,0 +1,304 @@
+// microbench.cu: the H200 (or any sm_80+) numbers the simulator's presets need, measured, as JSON.
+//
+// Build and run (one line, on the GPU machine):
+//   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -o /tmp/mb simulator/validation/microbench.cu && /tmp/mb > out.json
+// (sm_80/sm_89: -gencode=arch=compute_80,code=sm_80; everything here is sm_80 PTX.)
+//
+// What each test measures, and which preset field it feeds:
+//   mma_sync      mma.sync.m16n8k16 bf16 x bf16 -> fp32, 8 independent accumulators per warp, 16 warps
+//                 per SM, operands in registers, no memory traffic: FLOP/s   -> tensor_paths.mma_sync.fraction
+//   ex2           ex2.approx.ftz.f32 (MUFU.EX2), 8 independent chains per thread: results/s -> exp_per_s
+//   ffma          fma.rn.f32, 8 independent chains per thread: FLOP/s (an FMA = 2 FLOP) -> fp32_flops_per_s
+//   mma_ex2_mix   FA2's inner loop in miniature: each warp issues 4 mma.sync then 1 ex2 per thread, in
+//                 turn (the ratio at d = 128, Bc = 64): does the MUFU work hide under the MMAs or add?
+//   ldmatrix      ldmatrix.x4 from shared memory, no bank conflicts: bytes/s (the SM's shared-memory
+//                 read port, which feeds mma.sync's operands)
+//   l2_read       a 20 MiB buffer (fits L2) read 100 times, ld.global.cg (L1 bypassed): bytes/s -> l2_bandwidth
+//   hbm_read      a 4 GiB buffer read once: bytes/s                          -> hbm_achievable_fraction
+//   hbm_copy      2 GiB copied to 2 GiB: (read + write) bytes/s
+//   launch        an empty kernel launched 2000 times back to back, CUDA events: s per launch -> kernel_launch_s
+// Every rate is the best of 5 timed runs after a warm-up. Rates per SM per clock use the SM clock the
+// driver reports (cudaDevAttrClockRate, the maximum boost clock); clocks are not locked.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+
+#define CHECK(call)                                                                                      \
+  do {                                                                                                   \
+    cudaError_t err_ = (call);                                                                           \
+    if (err_ != cudaSuccess) {                                                                           \
+      std::fprintf(stderr, "microbench: %s failed at %s:%d: %s\n", #call, __FILE__, __LINE__,            \
+                   cudaGetErrorString(err_));                                                            \
+      std::exit(1);                                                                                      \
+    }                                                                                                    \
+  } while (0)
+
+constexpr int kChains = 8;  // independent dependency chains per thread: enough to hide each pipe's latency
+
+// ---- tensor cores: mma.sync m16n8k16, bf16 inputs, fp32 accumulate -----------------------------------
+// One mma is 16 x 8 x 16 multiply-adds = 4096 FLOP. The A (4 regs), B (2 regs) fragments stay in registers.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__global__ void mma_kernel(int iters, float* sink) {
+  uint32_t a[4], b[2];
+  for (int i = 0; i < 4; ++i) a[i] = 0x3c003c00u ^ (threadIdx.x * (i + 1));  // small bf16 values, not constants
+  for (int i = 0; i < 2; ++i) b[i] = 0x3c003c00u ^ (threadIdx.x * (i + 7));
+  float c[kChains][4] = {};
+  for (int it = 0; it < iters; ++it)
+#pragma unroll
+    for (int k = 0; k < kChains; ++k) mma_bf16(c[k], a, b);
+  float s = 0;
+#pragma unroll
+  for (int k = 0; k < kChains; ++k) s += c[k][0] + c[k][1] + c[k][2] + c[k][3];
+  if (s == 1.2345f) sink[threadIdx.x] = s;  // never true; keeps the work alive
+}
+
+// ---- MUFU: ex2.approx.ftz.f32 --------------------------------------------------------------------------
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__global__ void ex2_kernel(int iters, float* sink) {
+  float x[kChains];
+#pragma unroll
+  for (int k = 0; k < kChains; ++k) x[k] = -0.001f * (threadIdx.x + k);
+  for (int it = 0; it < iters; ++it)
+#pragma unroll
+    for (int k = 0; k < kChains; ++k) x[k] = ex2(-x[k]);  // stays in (0.5, 1]; the negation folds into MUFU
+  float s = 0;
+#pragma unroll
+  for (int k = 0; k < kChains; ++k) s += x[k];
+  if (s == 1.2345f) sink[threadIdx.x] = s;
+}
+
+// ---- FP32 pipe: fma.rn.f32 -----------------------------------------------------------------------------
+__global__ void ffma_kernel(int iters, float* sink) {
+  float x[kChains];
+  const float m = 0.999f, a = 0.001f * threadIdx.x;
+#pragma unroll
+  for (int k = 0; k < kChains; ++k) x[k] = k;
+  for (int it = 0; it < iters; ++it)
+#pragma unroll
+    for (int k = 0; k < kChains; ++k) x[k] = __fmaf_rn(x[k], m, a);
+  float s = 0;
+#pragma unroll
+  for (int k = 0; k < kChains; ++k) s += x[k];
+  if (s == 1.2345f) sink[threadIdx.x] = s;
+}
+
+// ---- FA2's issue mix: 4 mma.sync, then one ex2 per thread, from the same warp --------------------------
+constexpr int kMmaPerEx2 = 4;  // d = 128, Bc = 64: a warp's 16 x 64 slice of S costs 128 mma and 32 ex2/thread
+__global__ void mix_kernel(int iters, float* sink) {
+  uint32_t a[4], b[2];
+  for (int i = 0; i < 4; ++i) a[i] = 0x3c003c00u ^ (threadIdx.x * (i + 1));
+  for (int i = 0; i < 2; ++i) b[i] = 0x3c003c00u ^ (threadIdx.x * (i + 7));
+  float c[kChains][4] = {};
+  float x[kChains];
+#pragma unroll
+  for (int k = 0; k < kChains; ++k) x[k] = -0.001f * (threadIdx.x + k);
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int k = 0; k < kChains; ++k) {
+#pragma unroll
+      for (int m = 0; m < kMmaPerEx2; ++m) mma_bf16(c[(kMmaPerEx2 * k + m) % kChains], a, b);  // reuse 4 apart
+      x[k] = ex2(-x[k]);
+    }
+  }
+  float s = 0;
+#pragma unroll
+  for (int k = 0; k < kChains; ++k) s += c[k][0] + x[k];
+  if (s == 1.2345f) sink[threadIdx.x] = s;
+}
+
+// ---- shared memory read port: ldmatrix.x4 (512 bytes per warp instruction) -----------------------------
+__global__ void ldmatrix_kernel(int iters, float* sink) {
+  __shared__ __align__(128) uint32_t tile[8][1024];  // 32 KiB: each warp its own 4 KiB row block
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int i = threadIdx.x; i < 8 * 1024; i += blockDim.x) (&tile[0][0])[i] = i;
+  __syncthreads();
+  // Lane l supplies the address of row l (16 bytes); 32 rows 128 bytes apart would conflict, so rows are
+  // laid 16 bytes apart: the 8 rows of each 8x8 matrix cover all 32 banks once.
+  uint32_t u[4] = {};
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(&tile[warp % 8][0]));
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int k = 0; k < kChains; ++k) {
+      const uint32_t addr = base + ((lane * 16 + k * 512 + (it & 1) * 256) & 4095);
+      uint32_t r0, r1, r2, r3;
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                   : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                   : "r"(addr));
+      u[0] ^= r0;
+      u[1] ^= r1;
+      u[2] ^= r2;
+      u[3] ^= r3;
+    }
+  }
+  if ((u[0] ^ u[1] ^ u[2] ^ u[3]) == 0x12345678u) sink[threadIdx.x] = 1;
+}
+
+// ---- memory: read with L1 bypassed (ld.global.cg), copy -----------------------------------------------
+__global__ void read_kernel(const int4* __restrict__ p, size_t n, int reps, float* sink) {
+  int acc = 0;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (int r = 0; r < reps; ++r)
+    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+      const int4 v = __ldcg(p + i);
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+  if (acc == 0x12345678) sink[threadIdx.x] = 1;
+}
+
+__global__ void copy_kernel(const int4* __restrict__ src, int4* __restrict__ dst, size_t n) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = __ldcs(src + i);
+}
+
+__global__ void empty_kernel() {}
+
+// ---- timing ----------------------------------------------------------------------------------------------
+// Best of 5 timed runs of `launch` (after one warm-up), in seconds.
+static double time_best(const std::function<void()>& launch, int runs = 5) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  launch();
+  CHECK(cudaGetLastError());
+  CHECK(cudaDeviceSynchronize());
+  float best = 1e30f;
+  for (int r = 0; r < runs; ++r) {
+    CHECK(cudaEventRecord(a));
+    launch();
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    best = std::min(best, ms);
+  }
+  CHECK(cudaGetLastError());
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(b));
+  return best * 1e-3;
+}
+
+int main() {
+  int dev = 0, sms = 0, clock_khz = 0, major = 0, minor = 0;
+  CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, dev));
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev));
+  CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  const double clock_hz = clock_khz * 1e3;
+  const double per_sm_clk = 1.0 / (sms * clock_hz);  // converts a rate to "per SM per clock"
+  float* sink = nullptr;
+  CHECK(cudaMalloc(&sink, 1024 * sizeof(float)));
+  std::fprintf(stderr, "microbench: %s, %d SMs, %.0f MHz max clock\n", prop.name, sms, clock_hz / 1e6);
+
+  // Compute tests: 512 threads per CTA, 4 CTAs per SM (64 warps/SM, 16 per scheduler) -- many warps.
+  const int threads = 512, blocks = 4 * sms;
+  const double warps = double(blocks) * threads / 32, lanes = double(blocks) * threads;
+
+  const int mma_iters = 4096;
+  const double t_mma = time_best([&] { mma_kernel<<<blocks, threads>>>(mma_iters, sink); });
+  const double mma_flops = warps * mma_iters * kChains * 4096.0 / t_mma;
+  std::fprintf(stderr, "  mma.sync: %.1f TFLOP/s\n", mma_flops / 1e12);
+
+  const int ex2_iters = 4096;
+  const double t_ex2 = time_best([&] { ex2_kernel<<<blocks, threads>>>(ex2_iters, sink); });
+  const double ex2_rate = lanes * ex2_iters * kChains / t_ex2;
+  std::fprintf(stderr, "  ex2: %.2f T/s\n", ex2_rate / 1e12);
+
+  const int ffma_iters = 16384;
+  const double t_ffma = time_best([&] { ffma_kernel<<<blocks, threads>>>(ffma_iters, sink); });
+  const double ffma_flops = lanes * ffma_iters * kChains * 2.0 / t_ffma;
+  std::fprintf(stderr, "  ffma: %.1f TFLOP/s\n", ffma_flops / 1e12);
+
+  const int mix_iters = 1024;
+  const double t_mix = time_best([&] { mix_kernel<<<blocks, threads>>>(mix_iters, sink); });
+  const double mix_mma = warps * mix_iters * kChains * kMmaPerEx2, mix_ex2 = lanes * mix_iters * kChains;
+  // Time the same work would take if MMA and MUFU overlapped perfectly (max) or not at all (sum).
+  const double mix_alone_mma = mix_mma * 4096.0 / mma_flops, mix_alone_ex2 = mix_ex2 / ex2_rate;
+  std::fprintf(stderr, "  mma+ex2 mix: %.1f us (sum %.1f, max %.1f)\n", t_mix * 1e6,
+               (mix_alone_mma + mix_alone_ex2) * 1e6, std::max(mix_alone_mma, mix_alone_ex2) * 1e6);
+
+  const int ldm_iters = 8192, ldm_threads = 256, ldm_blocks = 8 * sms;  // 64 warps per SM
+  const double t_ldm = time_best([&] { ldmatrix_kernel<<<ldm_blocks, ldm_threads>>>(ldm_iters, sink); });
+  const double ldm_bytes = double(ldm_blocks) * ldm_threads / 32 * ldm_iters * kChains * 512.0 / t_ldm;
+  std::fprintf(stderr, "  ldmatrix: %.1f TB/s\n", ldm_bytes / 1e12);
+
+  // L2: 20 MiB, well under the 50-60 MB L2, read 100 times; one warm-up pass puts it in L2.
+  const size_t l2_bytes = size_t(20) << 20;
+  const int l2_reps = 100;
+  int4* l2_buf = nullptr;
+  CHECK(cudaMalloc(&l2_buf, l2_bytes));
+  CHECK(cudaMemset(l2_buf, 1, l2_bytes));
+  const double t_l2 = time_best([&] { read_kernel<<<2 * sms, 1024>>>(l2_buf, l2_bytes / 16, l2_reps, sink); });
+  const double l2_bw = double(l2_bytes) * l2_reps / t_l2;
+  CHECK(cudaFree(l2_buf));
+  std::fprintf(stderr, "  L2 read: %.2f TB/s\n", l2_bw / 1e12);
+
+  // HBM: 4 GiB read once (70x the L2), and a 2 GiB -> 2 GiB copy.
+  const size_t big = size_t(4) << 30;
+  int4* hbm = nullptr;
+  CHECK(cudaMalloc(&hbm, big));
+  CHECK(cudaMemset(hbm, 1, big));
+  const double t_read = time_best([&] { read_kernel<<<2 * sms, 1024>>>(hbm, big / 16, 1, sink); });
+  const double hbm_read = double(big) / t_read;
+  const size_t half = big / 2;
+  const double t_copy = time_best([&] {
+    copy_kernel<<<2 * sms, 1024>>>(hbm, hbm + half / 16, half / 16);
+  });
+  const double hbm_copy = 2.0 * half / t_copy;
+  CHECK(cudaFree(hbm));
+  std::fprintf(stderr, "  HBM read: %.2f TB/s, copy: %.2f TB/s\n", hbm_read / 1e12, hbm_copy / 1e12);
+
+  // Launch overhead: back-to-back empty kernels, launch to launch.
+  const int launches = 2000;
+  const double t_launch = time_best([&] {
+    for (int i = 0; i < launches; ++i) empty_kernel<<<1, 32>>>();
+  }) / launches;
+  std::fprintf(stderr, "  launch: %.2f us\n", t_launch * 1e6);
+
+  int driver = 0, runtime = 0;
+  CHECK(cudaDriverGetVersion(&driver));
+  CHECK(cudaRuntimeGetVersion(&runtime));
+  std::printf("{\n");
+  std::printf("  \"device\": \"%s\",\n  \"compute_capability\": \"%d.%d\",\n  \"sm_count\": %d,\n", prop.name, major,
+              minor, sms);
+  std::printf("  \"max_sm_clock_hz\": %.0f,\n  \"cuda_driver\": %d,\n  \"cuda_runtime\": %d,\n", clock_hz, driver,
+              runtime);
+  std::printf("  \"mma_sync_bf16_flops_per_s\": %.6e,\n", mma_flops);
+  std::printf("  \"mma_sync_bf16_flops_per_sm_per_clk\": %.1f,\n", mma_flops * per_sm_clk);
+  std::printf("  \"ex2_per_s\": %.6e,\n  \"ex2_per_sm_per_clk\": %.2f,\n", ex2_rate, ex2_rate * per_sm_clk);
+  std::printf("  \"ffma_flops_per_s\": %.6e,\n  \"ffma_flops_per_sm_per_clk\": %.1f,\n", ffma_flops,
+              ffma_flops * per_sm_clk);
+  std::printf("  \"mma_ex2_mix\": {\"mma_per_ex2_per_thread\": %d, \"time_s\": %.6e, \"sum_of_alone_s\": %.6e, "
+              "\"max_of_alone_s\": %.6e},\n",
+              kMmaPerEx2, t_mix, mix_alone_mma + mix_alone_ex2, std::max(mix_alone_mma, mix_alone_ex2));
+  std::printf("  \"ldmatrix_bytes_per_s\": %.6e,\n  \"ldmatrix_bytes_per_sm_per_clk\": %.1f,\n", ldm_bytes,
+              ldm_bytes * per_sm_clk);
+  std::printf("  \"l2_read_bytes_per_s\": %.6e,\n  \"l2_buffer_bytes\": %zu,\n", l2_bw, l2_bytes);
+  std::printf("  \"hbm_read_bytes_per_s\": %.6e,\n  \"hbm_copy_bytes_per_s\": %.6e,\n  \"hbm_buffer_bytes\": %zu,\n",
+              hbm_read, hbm_copy, big);
+  std::printf("  \"launch_overhead_s\": %.6e,\n  \"launches\": %d,\n", t_launch, launches);
+  std::printf("  \"method\": \"best of 5 timed runs after a warm-up, CUDA events, clocks not locked; "
+              "per-SM-per-clock figures use max_sm_clock_hz\"\n");
+  std::printf("}\n");
+  CHECK(cudaFree(sink));
+  return 0;
+}
