@@ -45,10 +45,10 @@ void DrawFrame(App& app, ImVec2 display) {
   Layout("Tile grid", left, 0, mid, top);
   ShowTileGrid(s);
   Layout("Row statistics", left, top, mid, H - top);
-  ShowRowStats(s);
+  ShowRowStats(s, app.heatmaps);
   const float values_h = H * 0.36f;
   Layout("Tile values", left + mid, 0, right, values_h);
-  ShowTileValues(s);
+  ShowTileValues(s, app.heatmaps);
   Layout("Memory", left + mid, values_h, right * 0.5f, H - values_h);
   ShowMemory(s);
   Layout("GPU model", left + mid + right * 0.5f, values_h, right * 0.5f, H - values_h);
@@ -219,6 +219,7 @@ int main(int argc, char** argv) {
     }
   }
 
+  app.heatmaps.clear();  // their textures, while the context is current
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();
   ImGui::DestroyContext();

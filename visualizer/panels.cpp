@@ -1,5 +1,5 @@
 // [SECTION] index
-//   helpers      HelpMarker, number and byte formatting, colours, heatmaps
+//   helpers      HelpMarker, number and byte formatting, colours, heatmaps (textures: heatmap.cpp)
 //   controls     problem settings, navigation, keyboard
 //   tile grid    pending / in SRAM / done / skipped, drawn as O(Tr + Tc) rectangles
 //   tile values  S_ij, O_i before and after (backward: P_ij, dS_ij)
@@ -69,38 +69,25 @@ std::string seconds(double t) {
   return s;
 }
 
-// Diverging map: negative blue, zero white-grey, positive red; -inf (masked) dark.
-ImU32 diverging(float v, float vmax) {
-  if (!std::isfinite(v)) return col(kSkipped);
-  const float t = std::clamp(vmax > 0 ? v / vmax : 0.0f, -1.0f, 1.0f);
-  const auto mix = [](float a, float b, float u) { return static_cast<int>(a + (b - a) * u); };
-  if (t >= 0) return IM_COL32(mix(235, 200, t), mix(235, 40, t), mix(235, 40, t), 255);
-  return IM_COL32(mix(235, 40, -t), mix(235, 90, -t), mix(235, 200, -t), 255);
-}
-
-// A matrix as coloured cells inside `size`, with its value under the mouse.
+// A matrix as one texture inside `size` (heatmap.hpp: uploaded only when the
+// step changes), with its value under the mouse read from the matrix itself.
 // row0/col0 name the first row and column in the tooltip (sequence positions).
-void Heatmap(const char* id, const tiled::Tile& m, ImVec2 size, int64_t row0, int64_t col0, const char* what) {
+void Heatmap(const char* id, const tiled::Tile& m, HeatmapCache& heat, uint64_t version, ImVec2 size, int64_t row0,
+             int64_t col0, const char* what) {
   ImGui::PushID(id);
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
-  ImGui::InvisibleButton("heat", size);
-  ImDrawList* dl = ImGui::GetWindowDrawList();
   const int64_t R = m.rows(), C = m.cols();
   if (R == 0 || C == 0) {
+    ImGui::Dummy(size);
     ImGui::PopID();
     return;
   }
-  float vmax = 0;
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t c = 0; c < C; ++c)
-      if (std::isfinite(m(r, c))) vmax = std::max(vmax, std::fabs(m(r, c)));
-  const float cw = size.x / C, ch = size.y / R;
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t c = 0; c < C; ++c)
-      dl->AddRectFilled(ImVec2(p0.x + c * cw, p0.y + r * ch), ImVec2(p0.x + (c + 1) * cw, p0.y + (r + 1) * ch),
-                        diverging(m(r, c), vmax));
-  dl->AddRect(p0, ImVec2(p0.x + size.x, p0.y + size.y), IM_COL32(150, 150, 150, 255));
+  HeatmapTexture& tex = heat[id];
+  tex.update(m, version);
+  ImGui::Image(tex.id(), size);
+  ImGui::GetWindowDrawList()->AddRect(p0, ImVec2(p0.x + size.x, p0.y + size.y), IM_COL32(150, 150, 150, 255));
   if (ImGui::IsItemHovered()) {
+    const float cw = size.x / C, ch = size.y / R;
     const ImVec2 mp = ImGui::GetIO().MousePos;
     const int64_t c = std::clamp<int64_t>(static_cast<int64_t>((mp.x - p0.x) / cw), 0, C - 1);
     const int64_t r = std::clamp<int64_t>(static_cast<int64_t>((mp.y - p0.y) / ch), 0, R - 1);
@@ -403,7 +390,7 @@ void ShowTileGrid(Session& s) {
 // ---------------------------------------------------------------------------
 // [SECTION] tile values
 // ---------------------------------------------------------------------------
-void ShowTileValues(Session& s) {
+void ShowTileValues(Session& s, HeatmapCache& heat) {
   ImGui::Begin("Tile values");
   const TileView v = view_of(*s.primary().stepper);
   if (!v.valid) {
@@ -424,7 +411,9 @@ void ShowTileValues(Session& s) {
     ImGui::BeginGroup();
     ImGui::Text("%s (%lld x %lld)", name, m ? (long long)m->rows() : 0LL, m ? (long long)m->cols() : 0LL);
     HelpMarker(help);
-    if (m) Heatmap(name, *m, ImVec2(w, h * m->rows() / std::max<float>(m->rows(), m->cols())), v.step.row0, col0, what);
+    if (m)
+      Heatmap(name, *m, heat, s.version(), ImVec2(w, h * m->rows() / std::max<float>(m->rows(), m->cols())),
+              v.step.row0, col0, what);
     ImGui::EndGroup();
   };
   box(v.S, "S_ij", "key", v.step.col0,
@@ -453,7 +442,7 @@ void ShowTileValues(Session& s) {
 // ---------------------------------------------------------------------------
 // [SECTION] row stats
 // ---------------------------------------------------------------------------
-void ShowRowStats(Session& s) {
+void ShowRowStats(Session& s, HeatmapCache& heat) {
   ImGui::Begin("Row statistics");
   const Walk& w = s.primary();
   const TileView v = view_of(*w.stepper);
@@ -467,7 +456,8 @@ void ShowRowStats(Session& s) {
       ImGui::BeginGroup();
       ImGui::Text("%s (%lld x %lld)", name, (long long)t.rows(), (long long)t.cols());
       HelpMarker(help);
-      Heatmap(name, t, ImVec2(side, side * t.rows() / std::max<float>(t.rows(), t.cols())), v.step.col0, 0, "dim");
+      Heatmap(name, t, heat, s.version(), ImVec2(side, side * t.rows() / std::max<float>(t.rows(), t.cols())), v.step.col0,
+              0, "dim");
       ImGui::EndGroup();
     };
     box(m.dK, "dK_j", "dK_j += scale * dS_ij^T Q_i over the Q blocks so far; written to HBM once, after the last one.");

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "heatmap.hpp"
 #include "session.hpp"
 
 namespace flashlab::viz {
@@ -14,14 +15,15 @@ struct App {
   std::unique_ptr<Session> session;
   std::string error;                  // why the last Apply failed, shown in red
   int64_t jump_to = 0;
+  HeatmapCache heatmaps;              // GL textures of the heatmaps: clear() while the GL context is current
 
   void apply();                       // rebuild the session from `edit`
 };
 
 void ShowControls(App& app);
 void ShowTileGrid(Session& s);
-void ShowTileValues(Session& s);      // S_ij heatmap, O_i before/after (backward: P_ij, dS_ij)
-void ShowRowStats(Session& s);        // per-row m, l, alpha, LSE
+void ShowTileValues(Session& s, HeatmapCache& heat);    // S_ij heatmap, O_i before/after (backward: P_ij, dS_ij)
+void ShowRowStats(Session& s, HeatmapCache& heat);    // per-row m, l, alpha, LSE
 void ShowMemory(Session& s);          // bytes by tensor vs standard attention, SRAM budget
 void ShowModel(Session& s);           // roofline and speedup vs seqlen from the simulator
 

@@ -1,5 +1,6 @@
 #include "session.hpp"
 
+#include <atomic>
 #include <cmath>
 
 #include "flashlab/error.hpp"
@@ -45,6 +46,13 @@ TileView view_of(const tiled::Stepper& st) {
 
 namespace {
 
+// Session versions are unique across sessions, so a texture made for an old
+// session is never taken for the current one's.
+uint64_t next_version() {
+  static std::atomic<uint64_t> counter{0};
+  return ++counter;
+}
+
 // The other order of the same pass, for the side-by-side comparison.
 Order partner(Order o) {
   switch (o) {
@@ -58,7 +66,7 @@ Order partner(Order o) {
 
 }  // namespace
 
-Session::Session(Settings s) : settings_(std::move(s)), problem_(settings_.problem()) {
+Session::Session(Settings s) : settings_(std::move(s)), problem_(settings_.problem()), version_(next_version()) {
   const Order order = tiled::parse_order(settings_.order);
   const tiled::Tiling tiling{settings_.br, settings_.bc};
   if (tiled::is_backward(order) && problem_.seqlen_q > kMaxBackwardSeqlen)
@@ -111,6 +119,7 @@ bool Session::skipped_at(int64_t pos) const {
 }
 
 void Session::move_all(bool forward) {
+  version_ = next_version();
   if (forward) {
     for (Walk& w : walks_) w.stepper->next_tile();
     if (!skipped_at(position())) ++computed_;
@@ -145,6 +154,7 @@ void Session::jump(int64_t tile) {
   if (target_ < position() - 64) {
     for (Walk& w : walks_) w.stepper->seek(0);
     computed_ = 0;
+    version_ = next_version();
   }
 }
 

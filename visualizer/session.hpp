@@ -91,6 +91,9 @@ class Session {
   bool seeking() const { return target_ != position(); }
   int64_t target() const { return target_; }
   void advance(std::chrono::duration<double> budget);
+  // Changes whenever a walk moves (and differs between sessions): what the
+  // heatmaps key their uploaded textures on.
+  uint64_t version() const { return version_; }
 
   // Play: tiles per second, moved in advance().
   bool playing = false;
@@ -120,6 +123,7 @@ class Session {
   std::vector<Walk> walks_;
   int64_t target_ = 0;
   int64_t computed_ = 0;
+  uint64_t version_ = 0;
   double play_debt_ = 0;  // fractional tiles owed by play
   std::chrono::steady_clock::time_point last_advance_{};
   sim::GpuSpec gpu_;
