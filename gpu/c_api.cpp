@@ -17,6 +17,35 @@ int fail(char* error, int error_len, const std::string& what) {
   return 1;
 }
 
+// The shared shape checks and fields of both entry points.
+bool fill_params(flashlab::gpu::AttentionParams& p, int batch, int seqlen_q, int seqlen_k, int heads_q, int heads_kv,
+                 int head_dim, int dtype, float scale, int window_left, int window_right, float softcap,
+                 char* error, int error_len) {
+  using namespace flashlab::gpu;
+  if (batch <= 0 || seqlen_q <= 0 || seqlen_k <= 0 || heads_q <= 0 || heads_kv <= 0 || head_dim <= 0 ||
+      heads_q % heads_kv != 0) {
+    fail(error, error_len, "invalid shape");
+    return false;
+  }
+  if (dtype < 0 || dtype > 2) {
+    fail(error, error_len, "dtype must be 0 (fp32), 1 (fp16) or 2 (bf16)");
+    return false;
+  }
+  p.batch = batch;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_k = seqlen_k;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.head_dim = head_dim;
+  p.dtype = static_cast<Dtype>(dtype);
+  p.scale = scale;
+  p.window_left = window_left;
+  p.window_right = window_right;
+  p.softcap = softcap;
+  set_contiguous_strides(p);
+  return true;
+}
+
 }  // namespace
 
 extern "C" int flashlab_forward(const char* kernel, const void* q, const void* k, const void* v, void* o, float* lse,
@@ -26,28 +55,15 @@ extern "C" int flashlab_forward(const char* kernel, const void* q, const void* k
   using namespace flashlab::gpu;
   try {
     if (!kernel || !q || !k || !v || !o || !lse) return fail(error, error_len, "null pointer argument");
-    if (batch <= 0 || seqlen_q <= 0 || seqlen_k <= 0 || heads_q <= 0 || heads_kv <= 0 || head_dim <= 0 ||
-        heads_q % heads_kv != 0)
-      return fail(error, error_len, "invalid shape");
-    if (dtype < 0 || dtype > 2) return fail(error, error_len, "dtype must be 0 (fp32), 1 (fp16) or 2 (bf16)");
     AttentionParams p;
+    if (!fill_params(p, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype, scale, window_left,
+                     window_right, softcap, error, error_len))
+      return 1;
     p.q = q;
     p.k = k;
     p.v = v;
     p.o = o;
     p.lse = lse;
-    p.batch = batch;
-    p.seqlen_q = seqlen_q;
-    p.seqlen_k = seqlen_k;
-    p.heads_q = heads_q;
-    p.heads_kv = heads_kv;
-    p.head_dim = head_dim;
-    p.dtype = static_cast<Dtype>(dtype);
-    p.scale = scale;
-    p.window_left = window_left;
-    p.window_right = window_right;
-    p.softcap = softcap;
-    set_contiguous_strides(p);
     auto s = static_cast<cudaStream_t>(stream);
     const std::string name = kernel;
     if (name == "fa2") {
@@ -63,6 +79,47 @@ extern "C" int flashlab_forward(const char* kernel, const void* q, const void* k
     } else {
       return fail(error, error_len, "unknown kernel '" + name + "': expected fa2 or standard");
     }
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(error, error_len, e.what());
+  }
+}
+
+// The backward of fa2 on contiguous (batch, seqlen, heads, head_dim) tensors; o and lse are the forward's.
+// Scratch (fp32 dQ and two floats a row) is allocated on `stream` and freed before returning.
+extern "C" int flashlab_backward(const char* kernel, const void* q, const void* k, const void* v, const void* o,
+                                 const float* lse, const void* d_o, void* dq, void* dk, void* dv, int batch,
+                                 int seqlen_q, int seqlen_k, int heads_q, int heads_kv, int head_dim, int dtype,
+                                 float scale, int window_left, int window_right, float softcap, int deterministic,
+                                 void* stream, char* error, int error_len) {
+  using namespace flashlab::gpu;
+  try {
+    if (!kernel || !q || !k || !v || !o || !lse || !d_o || !dq || !dk || !dv)
+      return fail(error, error_len, "null pointer argument");
+    if (std::string(kernel) != "fa2") return fail(error, error_len, "unknown kernel: only fa2 has a backward");
+    BackwardParams p;
+    if (!fill_params(p, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype, scale, window_left,
+                     window_right, softcap, error, error_len))
+      return 1;
+    p.q = q;
+    p.k = k;
+    p.v = v;
+    p.o = const_cast<void*>(o);
+    p.lse = const_cast<float*>(lse);
+    p.d_o = d_o;
+    p.dq = dq;
+    p.dk = dk;
+    p.dv = dv;
+    p.deterministic = deterministic != 0;
+    auto s = static_cast<cudaStream_t>(stream);
+    FLASHLAB_CUDA(cudaMallocAsync(&p.scratch, fa2_backward_scratch_bytes(p), s));
+    try {
+      fa2_backward(p, s);
+    } catch (...) {
+      cudaFreeAsync(p.scratch, s);
+      throw;
+    }
+    FLASHLAB_CUDA(cudaFreeAsync(p.scratch, s));
     return 0;
   } catch (const std::exception& e) {
     return fail(error, error_len, e.what());

@@ -19,4 +19,9 @@ HostForward run_forward(const std::string& kernel, const Problem&, const Tensor&
   throw Error("gpu " + kernel + ": flashlab was built without CUDA");
 }
 
+HostBackward run_backward(const std::string& kernel, const Problem&, const Tensor&, const Tensor&, const Tensor&,
+                          const Tensor&, const Tensor&, const Tensor&, bool) {
+  throw Error("gpu " + kernel + ": flashlab was built without CUDA");
+}
+
 }  // namespace flashlab::gpu

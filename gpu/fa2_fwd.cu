@@ -34,85 +34,14 @@
 
 #include "cuda_check.hpp"
 #include "kernels.hpp"
-#include "mask.cuh"
+#include "mma.cuh"
+#include "sequence.cuh"
 
 namespace flashlab::gpu {
 namespace {
 
+using namespace mma;
 constexpr int kWarps = 4, kThreads = kWarps * 32;
-constexpr float kLog2e = 1.4426950408889634f;  // log2(e): exp(x) = exp2(x * log2(e))
-constexpr float kLn2 = 0.6931471805599453f;    // ln(2)
-
-// ---- shared memory: a tile of `rows` x D elements, 16-byte chunks XOR-swizzled by row
-template <int D>
-__device__ __forceinline__ int swizzle(int row, int chunk) {
-  return row * D + ((chunk ^ (row & 7)) << 3);  // element offset of the chunk
-}
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
-  const int bytes = valid ? 16 : 0;  // 0: fill the 16 bytes with zeros
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
-
-// Copies rows [row0, row0 + rows_total) of a (seqlen, row_stride) tensor into a swizzled tile; rows past
-// `valid_rows` are zero-filled.
-template <int D, typename T>
-__device__ __forceinline__ void load_tile(T* tile, const T* src, int64_t row_stride, int row0, int valid_rows,
-                                          int rows_total) {
-  constexpr int kChunks = D / 8;
-  for (int idx = threadIdx.x; idx < rows_total * kChunks; idx += kThreads) {
-    const int r = idx / kChunks, c = idx % kChunks;
-    const bool ok = row0 + r < valid_rows;
-    const T* from = src + (ok ? int64_t(row0 + r) * row_stride + c * 8 : 0);
-    cp_async_16(tile + swizzle<D>(r, c), from, ok);
-  }
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-// D (16x8 fp32) += A (16x16) * B (16x8), A and B in bf16 or fp16.
-template <typename T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
 
 // ---- the kernel
 // D: head dim; kMT: 16-row MMA tiles per warp (a K/V fragment read from shared memory feeds kMT MMAs);
@@ -130,22 +59,15 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionPa
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int qrow = lane / 4, qcol = (lane % 4) * 2;  // this thread's row in an 8-row group, first column of its pair
 
-  // Sequence bounds of this batch entry (varlen or fixed).
-  const int q_start = p.cu_seqlens_q ? p.cu_seqlens_q[b] : 0, k_start = p.cu_seqlens_k ? p.cu_seqlens_k[b] : 0;
-  const int sq = p.cu_seqlens_q ? p.cu_seqlens_q[b + 1] - q_start : p.seqlen_q;
-  const int sk = p.cu_seqlens_k ? p.cu_seqlens_k[b + 1] - k_start : p.seqlen_k;
+  const Sequence seq = sequence_of(p, b);
+  const int sq = seq.sq, sk = seq.sk;
   const int row0 = i_block * kBr;
   if (row0 >= sq) return;
-  const int64_t qb = p.cu_seqlens_q ? int64_t(q_start) * p.q_row_stride : int64_t(b) * p.q_batch_stride;
-  const int64_t kb = p.cu_seqlens_k ? int64_t(k_start) * p.k_row_stride : int64_t(b) * p.k_batch_stride;
-  const int64_t vb = p.cu_seqlens_k ? int64_t(k_start) * p.v_row_stride : int64_t(b) * p.v_batch_stride;
-  const int64_t ob = p.cu_seqlens_q ? int64_t(q_start) * p.o_row_stride : int64_t(b) * p.o_batch_stride;
-  const T* q = static_cast<const T*>(p.q) + qb + h * p.q_head_stride;
-  const T* k = static_cast<const T*>(p.k) + kb + g * p.k_head_stride;
-  const T* v = static_cast<const T*>(p.v) + vb + g * p.v_head_stride;
-  T* o = static_cast<T*>(p.o) + ob + h * p.o_head_stride;
-  float* lse = p.lse + (p.cu_seqlens_q ? int64_t(h) * (p.cu_seqlens_q[p.batch]) + q_start
-                                       : (int64_t(b) * p.heads_q + h) * p.seqlen_q);
+  const T* q = static_cast<const T*>(p.q) + seq.q_base + h * p.q_head_stride;
+  const T* k = static_cast<const T*>(p.k) + seq.k_base + g * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + seq.v_base + g * p.v_head_stride;
+  T* o = static_cast<T*>(p.o) + seq.o_base + h * p.o_head_stride;
+  float* lse = p.lse + seq.row_array(h, b, p);
 
   // The K/V blocks this Q block can see: the mask band is monotone in the row.
   const int last_row = min(row0 + kBr, sq) - 1;
@@ -174,19 +96,19 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionPa
   const float scale_log2 = p.scale * kLog2e;
 
   if (j_begin < j_end) {
-    load_tile<D>(sQ, q, p.q_row_stride, row0, sq, kBr);
-    load_tile<D>(sK, k, p.k_row_stride, j_begin * kBc, sk, kBc);
-    load_tile<D>(sV, v, p.v_row_stride, j_begin * kBc, sk, kBc);
+    load_tile<D, kThreads>(sQ, q, p.q_row_stride, row0, sq, kBr);
+    load_tile<D, kThreads>(sK, k, p.k_row_stride, j_begin * kBc, sk, kBc);
+    load_tile<D, kThreads>(sV, v, p.v_row_stride, j_begin * kBc, sk, kBc);
     cp_async_commit();
   }
 
   for (int j = j_begin; j < j_end; ++j) {
     const int stage = kStages == 2 ? (j - j_begin) & 1 : 0;
-    cp_async_wait_all();
+    cp_async_wait<0>();
     __syncthreads();  // tile j is in shared memory for every warp; every warp is done with tile j - 1
     if (kStages == 2 && j + 1 < j_end) {  // prefetch tile j + 1 into the other stage while computing j
-      load_tile<D>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, (j + 1) * kBc, sk, kBc);
-      load_tile<D>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, sk, kBc);
+      load_tile<D, kThreads>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, (j + 1) * kBc, sk, kBc);
+      load_tile<D, kThreads>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, sk, kBc);
       cp_async_commit();
     }
     const T* tK = sK + stage * kBc * D;
@@ -245,13 +167,13 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionPa
         m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));  // the 4 lanes of a quad hold one row
         m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
         const float m_use = m == -INFINITY ? 0.f : m;     // a row that has seen nothing: exp2(-inf) = 0
-        alpha[r] = exp2f(row_max[mt][r] - m_use);
+        alpha[r] = exp2_fast(row_max[mt][r] - m_use);
         row_max[mt][r] = m;
         float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < kBc / 8; ++n) {
-          acc_s[mt][n][2 * r] = exp2f(acc_s[mt][n][2 * r] - m_use);
-          acc_s[mt][n][2 * r + 1] = exp2f(acc_s[mt][n][2 * r + 1] - m_use);
+          acc_s[mt][n][2 * r] = exp2_fast(acc_s[mt][n][2 * r] - m_use);
+          acc_s[mt][n][2 * r + 1] = exp2_fast(acc_s[mt][n][2 * r + 1] - m_use);
           sum += acc_s[mt][n][2 * r] + acc_s[mt][n][2 * r + 1];
         }
         row_sum[mt][r] = row_sum[mt][r] * alpha[r] + sum;  // quad-reduced once, at the end
@@ -289,8 +211,8 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionPa
     }
     if (kStages == 1) __syncthreads();  // single stage: everyone done before the next load overwrites
     if (kStages == 1 && j + 1 < j_end) {
-      load_tile<D>(sK, k, p.k_row_stride, (j + 1) * kBc, sk, kBc);
-      load_tile<D>(sV, v, p.v_row_stride, (j + 1) * kBc, sk, kBc);
+      load_tile<D, kThreads>(sK, k, p.k_row_stride, (j + 1) * kBc, sk, kBc);
+      load_tile<D, kThreads>(sV, v, p.v_row_stride, (j + 1) * kBc, sk, kBc);
       cp_async_commit();
     }
   }

@@ -15,6 +15,7 @@ struct DeviceBuffer {
   void* ptr = nullptr;
   explicit DeviceBuffer(size_t bytes) { FLASHLAB_CUDA(cudaMalloc(&ptr, bytes ? bytes : 1)); }
   ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(DeviceBuffer&& other) noexcept : ptr(other.ptr) { other.ptr = nullptr; }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 };
@@ -53,6 +54,50 @@ void download(Tensor& t, const void* src, Dtype d) {
 
 size_t elem_size(Dtype d) { return d == Dtype::fp32 ? 4 : 2; }
 
+AttentionParams params_of(const Problem& p, Dtype dt) {
+  AttentionParams a;
+  a.batch = int(p.batch);
+  a.heads_q = int(p.heads_q);
+  a.heads_kv = int(p.heads_kv);
+  a.seqlen_q = int(p.seqlen_q);
+  a.seqlen_k = int(p.seqlen_k);
+  a.head_dim = int(p.head_dim);
+  a.scale = float(p.softmax_scale());
+  a.softcap = float(p.softcap);
+  a.window_left = int(p.left());
+  a.window_right = int(p.right());
+  a.dtype = dt;
+  set_contiguous_strides(a);
+  return a;
+}
+
+// cu_seqlens on the device for a varlen problem (packed rows: batch strides unused).
+struct DeviceSeqlens {
+  DeviceBuffer q, k;
+  DeviceSeqlens(const Problem& p, AttentionParams& a) : q((p.batch + 1) * 4), k((p.batch + 1) * 4) {
+    if (!p.varlen()) return;
+    const std::vector<int> cu_q(p.cu_seqlens_q.begin(), p.cu_seqlens_q.end());
+    const std::vector<int> cu_k(p.cu_seqlens_k.begin(), p.cu_seqlens_k.end());
+    FLASHLAB_CUDA(cudaMemcpy(q.ptr, cu_q.data(), cu_q.size() * 4, cudaMemcpyHostToDevice));
+    FLASHLAB_CUDA(cudaMemcpy(k.ptr, cu_k.data(), cu_k.size() * 4, cudaMemcpyHostToDevice));
+    a.cu_seqlens_q = static_cast<const int*>(q.ptr);
+    a.cu_seqlens_k = static_cast<const int*>(k.ptr);
+    a.q_batch_stride = a.k_batch_stride = a.v_batch_stride = a.o_batch_stride = 0;
+  }
+};
+
+// A device copy of a host tensor in the kernel's dtype, or of the given byte count poisoned with NaN.
+DeviceBuffer uploaded(const Tensor& t, Dtype d) {
+  DeviceBuffer b(t.data.size() * elem_size(d));
+  upload(b.ptr, t, d);
+  return b;
+}
+DeviceBuffer poisoned(size_t bytes) {
+  DeviceBuffer b(bytes);
+  FLASHLAB_CUDA(cudaMemset(b.ptr, 0xff, bytes));  // all ones: NaN in fp32, bf16 and fp16
+  return b;
+}
+
 }  // namespace
 
 std::string unsupported(const std::string& kernel, const Problem& p) {
@@ -84,20 +129,7 @@ HostForward run_forward(const std::string& kernel, const Problem& p, const Tenso
   const Dtype dt = kernel_dtype(kernel, p.dtype);
   const size_t es = elem_size(dt);
 
-  AttentionParams a;
-  a.batch = int(p.batch);
-  a.heads_q = int(p.heads_q);
-  a.heads_kv = int(p.heads_kv);
-  a.seqlen_q = int(p.seqlen_q);
-  a.seqlen_k = int(p.seqlen_k);
-  a.head_dim = int(p.head_dim);
-  a.scale = float(p.softmax_scale());
-  a.softcap = float(p.softcap);
-  a.window_left = int(p.left());
-  a.window_right = int(p.right());
-  a.dtype = dt;
-  set_contiguous_strides(a);
-
+  AttentionParams a = params_of(p, dt);
   if (kernel == "standard") {  // S (fp32) and P for every head at once, as PyTorch's math path holds them
     const double need = double(p.batch) * p.heads_q * p.seqlen_q * p.seqlen_k * (4 + es);
     size_t free_bytes = 0, total = 0;
@@ -121,18 +153,7 @@ HostForward run_forward(const std::string& kernel, const Problem& p, const Tenso
   a.o = dout.ptr;
   a.lse = static_cast<float*>(dlse.ptr);
 
-  std::vector<int> cu_q, cu_k;
-  DeviceBuffer dcu_q((p.batch + 1) * 4), dcu_k((p.batch + 1) * 4);
-  if (p.varlen()) {
-    cu_q.assign(p.cu_seqlens_q.begin(), p.cu_seqlens_q.end());
-    cu_k.assign(p.cu_seqlens_k.begin(), p.cu_seqlens_k.end());
-    FLASHLAB_CUDA(cudaMemcpy(dcu_q.ptr, cu_q.data(), cu_q.size() * 4, cudaMemcpyHostToDevice));
-    FLASHLAB_CUDA(cudaMemcpy(dcu_k.ptr, cu_k.data(), cu_k.size() * 4, cudaMemcpyHostToDevice));
-    a.cu_seqlens_q = static_cast<const int*>(dcu_q.ptr);
-    a.cu_seqlens_k = static_cast<const int*>(dcu_k.ptr);
-    // Packed rows: the batch strides are unused.
-    a.q_batch_stride = a.k_batch_stride = a.v_batch_stride = a.o_batch_stride = 0;
-  }
+  DeviceSeqlens seqlens(p, a);
 
   if (kernel == "fa2") {
     fa2_forward(a, nullptr);
@@ -154,6 +175,44 @@ HostForward run_forward(const std::string& kernel, const Problem& p, const Tenso
   FLASHLAB_CUDA(cudaMemcpy(out.lse.ptr(), dlse.ptr, out.lse.data.size() * 4, cudaMemcpyDeviceToHost));
   if (dt == Dtype::fp32 && p.dtype != DType::fp32)  // fa1_minimal computes in fp32; store as the input dtype would
     for (float& x : out.o.data) x = round_to(p.dtype, x);
+  return out;
+}
+
+HostBackward run_backward(const std::string& kernel, const Problem& p, const Tensor& q, const Tensor& k,
+                          const Tensor& v, const Tensor& o, const Tensor& lse, const Tensor& d_o, bool deterministic) {
+  p.validate();
+  if (kernel != "fa2") throw Error("gpu " + kernel + ": no backward kernel (fa2 has one)");
+  const std::string why = unsupported(kernel, p);
+  if (!why.empty()) throw Error("gpu " + kernel + ": " + why);
+  const Dtype dt = kernel_dtype(kernel, p.dtype);
+
+  BackwardParams a;
+  static_cast<AttentionParams&>(a) = params_of(p, dt);
+  a.deterministic = deterministic;
+  DeviceSeqlens seqlens(p, a);
+  if (p.varlen()) a.total_q = int(p.cu_seqlens_q.back());
+  DeviceBuffer dq_in = uploaded(q, dt), dk_in = uploaded(k, dt), dv_in = uploaded(v, dt);
+  DeviceBuffer d_o_in = uploaded(d_o, dt), o_in = uploaded(o, dt), lse_in(lse.data.size() * 4);
+  FLASHLAB_CUDA(cudaMemcpy(lse_in.ptr, lse.ptr(), lse.data.size() * 4, cudaMemcpyHostToDevice));
+  DeviceBuffer dq = poisoned(q.data.size() * 2), dk = poisoned(k.data.size() * 2), dv = poisoned(v.data.size() * 2);
+  DeviceBuffer scratch = poisoned(fa2_backward_scratch_bytes(a));
+  a.q = dq_in.ptr;
+  a.k = dk_in.ptr;
+  a.v = dv_in.ptr;
+  a.o = o_in.ptr;
+  a.lse = static_cast<float*>(lse_in.ptr);
+  a.d_o = d_o_in.ptr;
+  a.dq = dq.ptr;
+  a.dk = dk.ptr;
+  a.dv = dv.ptr;
+  a.scratch = scratch.ptr;
+  fa2_backward(a, nullptr);
+  FLASHLAB_CUDA(cudaDeviceSynchronize());
+
+  HostBackward out{Tensor(q.shape), Tensor(k.shape), Tensor(v.shape)};
+  download(out.dq, dq.ptr, dt);
+  download(out.dk, dk.ptr, dt);
+  download(out.dv, dv.ptr, dt);
   return out;
 }
 

@@ -15,7 +15,14 @@ struct HostForward {
 
 // "" when `kernel` can run `p` here, else why not (starting "skipped: " when no device is present).
 std::string unsupported(const std::string& kernel, const Problem& p);
+struct HostBackward {
+  Tensor dq, dk, dv;
+};
+
 HostForward run_forward(const std::string& kernel, const Problem& p, const Tensor& q, const Tensor& k,
                         const Tensor& v);
+// The backward of `kernel` ("fa2") from the forward's o and lse; `deterministic` computes dQ without atomics.
+HostBackward run_backward(const std::string& kernel, const Problem& p, const Tensor& q, const Tensor& k,
+                          const Tensor& v, const Tensor& o, const Tensor& lse, const Tensor& d_o, bool deterministic);
 
 }  // namespace flashlab::gpu

@@ -15,6 +15,12 @@ void fa1_minimal_forward(const AttentionParams& p, float* l_scratch, float* m_sc
 bool fa2_forward_supports(const AttentionParams& p);
 void fa2_forward(const AttentionParams& p, cudaStream_t stream);
 
+// fa2_bwd.cu: FlashAttention-2 backward (dK, dV per K/V block; dQ by fp32 atomics, or by its own
+// kernel when p.deterministic). p.o and p.lse are the forward's; p.scratch holds
+// fa2_backward_scratch_bytes(p) bytes of device memory.
+size_t fa2_backward_scratch_bytes(const BackwardParams& p);
+void fa2_backward(const BackwardParams& p, cudaStream_t stream);
+
 // standard.cu: cuBLAS QK^T into an fp32 S, a softmax kernel writing P, cuBLAS PV.
 // s_scratch: batch*heads*sq*sk floats; p_scratch: the same count in the input dtype.
 void standard_forward(const AttentionParams& p, float* s_scratch, void* p_scratch, cudaStream_t stream);

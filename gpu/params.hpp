@@ -31,6 +31,20 @@ struct AttentionParams {
   Dtype dtype = Dtype::bf16;
 };
 
+// The backward adds the output gradient, the input gradients and fp32 scratch.
+// dq, dk, dv and d_o share the strides of q, k, v and o.
+struct BackwardParams : AttentionParams {
+  const void* d_o = nullptr;  // (batch, seqlen_q, heads_q,  head_dim), the forward's O is `o`
+  void* dq = nullptr;         // (batch, seqlen_q, heads_q,  head_dim)
+  void* dk = nullptr;         // (batch, seqlen_k, heads_kv, head_dim)
+  void* dv = nullptr;         // (batch, seqlen_k, heads_kv, head_dim)
+  // Scratch, sized by fa2_backward_scratch_bytes: dQ in fp32 (rows x heads_q x head_dim) for the
+  // atomic accumulation, and per row (laid out as lse) D = rowsum(dO * O) and LSE in log2 units.
+  void* scratch = nullptr;
+  int total_q = 0;             // varlen: cu_seqlens_q[batch], the scratch's row count; unused otherwise
+  bool deterministic = false;  // true: dQ from its own Q-outer kernel, no atomics, bit-reproducible
+};
+
 // Contiguous (batch, seqlen, heads, head_dim) strides.
 inline void set_contiguous_strides(AttentionParams& p) {
   p.q_row_stride = int64_t{p.heads_q} * p.head_dim;

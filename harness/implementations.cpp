@@ -61,16 +61,30 @@ std::vector<Implementation> build() {
   }
 
   // GPU implementations (gpu/): each reports "skipped: no CUDA device" where there is none.
-  // Forward only so far; the backward kernels are still to come (issue 4).
-  for (const auto& [name, kernel, what] :
-       {std::tuple{"gpu-standard", "standard", "cuBLAS QK^T, a softmax kernel, cuBLAS PV: S and P in HBM"},
-        std::tuple{"gpu-fa1-minimal", "fa1_minimal", "Algorithm 1 in plain CUDA, fp32 scalar"},
-        std::tuple{"gpu-fa2", "fa2", "FlashAttention-2 forward on tensor cores (mma.sync, ldmatrix, cp.async)"}}) {
-    const std::string k = kernel;
-    list.push_back({
-        name,
-        what,
-        false,
+  struct GpuEntry {
+    const char* name;
+    const char* kernel;
+    const char* what;
+    bool backward, deterministic;
+  };
+  for (const GpuEntry& e : {
+           GpuEntry{"gpu-standard", "standard", "cuBLAS QK^T, a softmax kernel, cuBLAS PV: S and P in HBM (forward)",
+                    false, false},
+           GpuEntry{"gpu-fa1-minimal", "fa1_minimal", "Algorithm 1 in plain CUDA, fp32 scalar (forward)", false,
+                    false},
+           GpuEntry{"gpu-fa2", "fa2",
+                    "FlashAttention-2 on tensor cores (mma.sync, ldmatrix, cp.async); backward with fp32 dQ atomics",
+                    true, false},
+           GpuEntry{"gpu-fa2-deterministic", "fa2",
+                    "gpu-fa2 with the deterministic backward: dQ from its own Q-outer kernel, no atomics", true,
+                    true},
+       }) {
+    const std::string k = e.kernel;
+    const bool det = e.deterministic;
+    Implementation impl{
+        e.name,
+        e.what,
+        e.backward,
         true,
         [k](const Problem& p, const Tensor& q, const Tensor& kk, const Tensor& v) {
           auto r = gpu::run_forward(k, p, q, kk, v);
@@ -78,7 +92,14 @@ std::vector<Implementation> build() {
         },
         nullptr,
         [k](const Problem& p) { return gpu::unsupported(k, p); },
-    });
+    };
+    if (e.backward)
+      impl.backward = [k, det](const Problem& p, const Tensor& q, const Tensor& kk, const Tensor& v, const Tensor& o,
+                               const Tensor& lse, const Tensor& d_o) {
+        auto r = gpu::run_backward(k, p, q, kk, v, o, lse, d_o, det);
+        return BackwardOut{std::move(r.dq), std::move(r.dk), std::move(r.dv)};
+      };
+    list.push_back(std::move(impl));
   }
   return list;
 }

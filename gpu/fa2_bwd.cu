@@ -1,0 +1,488 @@
+// fa2: FlashAttention-2 backward on tensor cores (FA2 paper, Algorithm 2).
+//
+// Four kernels, in launch order:
+//   1. preprocess   D_i = rowsum(dO_i * O_i) and LSE_i in log2 units, per query row (fp32)
+//   2. dkdv         one CTA per (K/V block of Bc = 64 keys, kv head, batch); 8 warps. K_j and V_j stay
+//                   in shared memory, dK_j and dV_j in registers, while the Q blocks (of every query head
+//                   of the GQA group) that see the block stream through a 2-stage cp.async pipeline:
+//                     S^T = K_j Q_i^T, dP^T = V_j dO_i^T      (warps: 4 key groups x 2 query halves)
+//                     P^T = exp2(S^T scale log2e - LSE2),  dS^T = P^T * (dP^T - D) * scale
+//                     P^T, dS^T -> shared memory (bf16/fp16), the transposes the next MMAs read
+//                     dV_j += P^T dO_i,  dK_j += dS^T Q_i    (warps: 4 key groups x 2 halves of d)
+//                     dQ_i += dS K_j                           (fp32 atomics into scratch; skipped when
+//                                                               deterministic)
+//   3. dq           deterministic only: one CTA per (Q block of 64, head, batch), 4 warps of 16 rows,
+//                   recomputing S, P, dP and dS over its K/V blocks (two extra MMAs a tile) so that dQ
+//                   is summed in a fixed order, without atomics
+//   4. convert      dQ fp32 scratch -> dq in the input dtype (atomic path)
+// Softcap's derivative, scale * (1 - tanh^2), is folded into dS. Tiles wholly outside the mask are
+// never visited; tiles crossing its edge are masked element by element.
+//
+// Version index (bench/gpu_compare.py; numbers in bench/results/):
+//   v1  the above; head_dim 64/128 with Br = 64, 256 with Br = 32; causal, window, softcap, GQA/MQA,
+//       varlen, seqlen_q != seqlen_k.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <string>
+
+#include "cuda_check.hpp"
+#include "kernels.hpp"
+#include "mma.cuh"
+#include "sequence.cuh"
+
+namespace flashlab::gpu {
+namespace {
+
+using namespace mma;
+
+// Scratch layout (fa2_backward_scratch_bytes): [dQ fp32, atomic path only][D][LSE2].
+struct Scratch {
+  float* dq_accum;  // (rows, heads_q, head_dim), row stride heads_q * head_dim
+  float* dsum;      // laid out as lse
+  float* lse2;      // laid out as lse; +inf where LSE is -inf (a fully masked row: P = 0)
+};
+__host__ __device__ inline Scratch scratch_of(const BackwardParams& p) {
+  const int64_t rows = p.cu_seqlens_q ? p.total_q : int64_t(p.batch) * p.seqlen_q;
+  float* base = static_cast<float*>(p.scratch);
+  float* accum = p.deterministic ? nullptr : base;
+  float* dsum = base + (p.deterministic ? 0 : rows * p.heads_q * p.head_dim);
+  return {accum, dsum, dsum + rows * p.heads_q};
+}
+
+// ---- 1. D = rowsum(dO * O) and LSE2; one warp per (row, head)
+template <typename T>
+__global__ void preprocess_kernel(const BackwardParams p) {
+  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const Sequence s = sequence_of(p, b);
+  const int row = warp;
+  if (row >= s.sq) return;
+  const T* o = static_cast<const T*>(p.o) + s.o_base + int64_t(row) * p.o_row_stride + h * p.o_head_stride;
+  const T* d_o = static_cast<const T*>(p.d_o) + s.o_base + int64_t(row) * p.o_row_stride + h * p.o_head_stride;
+  float acc = 0.f;
+  for (int c = 2 * lane; c < p.head_dim; c += 64) {
+    const float2 x = unpack2<T>(*reinterpret_cast<const uint32_t*>(o + c));
+    const float2 y = unpack2<T>(*reinterpret_cast<const uint32_t*>(d_o + c));
+    acc += x.x * y.x + x.y * y.y;
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffff, acc, off);
+  if (lane == 0) {
+    const Scratch sc = scratch_of(p);
+    const int64_t at = s.row_array(h, b, p) + row;
+    const float lse = p.lse[at];
+    sc.dsum[at] = acc;
+    sc.lse2[at] = lse == -INFINITY ? INFINITY : lse * kLog2e;
+  }
+}
+
+// The probability and its gradient for one score, with the softcap if on:
+//   P = exp2(s' log2e - LSE2),  dS = P (dP - D) ds'/ds,  s' = s scale or cap tanh(s scale / cap).
+struct ProbGrad {
+  float p, ds;
+};
+__device__ __forceinline__ ProbGrad prob_grad(float s, float dp, float lse2, float dsum, const BackwardParams& p) {
+  if (p.softcap > 0.f) {
+    const float t = tanhf(s * p.scale / p.softcap);
+    const float prob = exp2_fast(p.softcap * t * kLog2e - lse2);
+    return {prob, prob * (dp - dsum) * p.scale * (1.f - t * t)};
+  }
+  const float prob = exp2_fast(s * (p.scale * kLog2e) - lse2);
+  return {prob, prob * (dp - dsum) * p.scale};
+}
+
+// ---- 2. dK, dV (and dQ by atomics)
+constexpr int kBcKV = 64, kWarpsKV = 8, kThreadsKV = 32 * kWarpsKV;
+
+template <int D, int kBr, typename T>
+struct KVSmem {
+  T k[kBcKV * D], v[kBcKV * D];
+  T q[2][kBr * D], d_o[2][kBr * D];
+  T p[kBcKV * kBr], ds[kBcKV * kBr];  // P^T, dS^T: (keys, queries)
+  float lse2[2][kBr], dsum[2][kBr];
+};
+
+template <int D, int kBr, typename T>
+__global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p) {
+  constexpr int kQ = kBr / 2;           // queries per warp in S^T
+  constexpr int kDh = D / 2;            // dK / dV columns per warp
+  constexpr int kWM = kBr / 16;         // dQ: warps along the query rows ...
+  constexpr int kWN = kWarpsKV / kWM;   // ... and along head_dim
+  constexpr int kDq = D / kWN;          // dQ columns per warp
+  static_assert(kQ % 16 == 0 && kDh % 16 == 0 && kDq % 16 == 0, "tile shapes");
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  auto& sm = *reinterpret_cast<KVSmem<D, kBr, T>*>(smem_raw);
+
+  const int j = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tc = (lane % 4) * 2;
+  const int wr = warp % 4, wc = warp / 4;  // S^T, dK, dV: key group (16 keys), half (queries / head_dim)
+  const Sequence s = sequence_of(p, b);
+  const int key0 = j * kBcKV;
+  if (key0 >= s.sk) return;
+  const int key_end = min(key0 + kBcKV, s.sk);
+  const int group = p.heads_q / p.heads_kv;
+  const Scratch sc = scratch_of(p);
+
+  const T* k = static_cast<const T*>(p.k) + s.k_base + g * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + s.v_base + g * p.v_head_stride;
+  const RowRange rows = rows_seeing(key0, key_end, s.sq, s.sk, p.window_left, p.window_right);
+  const int i_begin = rows.lo / kBr, i_end = rows.hi > rows.lo ? (rows.hi + kBr - 1) / kBr : i_begin;
+  const int n_i = i_end - i_begin, steps = group * n_i;
+
+  // Step t covers query head g * group + t / n_i and Q block i_begin + t % n_i.
+  auto load_step = [&](int t, int stage) {
+    const int h = g * group + t / n_i, i = i_begin + t % n_i;
+    const T* q = static_cast<const T*>(p.q) + s.q_base + h * p.q_head_stride;
+    const T* d_o = static_cast<const T*>(p.d_o) + s.o_base + h * p.o_head_stride;
+    load_tile<D, kThreadsKV>(sm.q[stage], q, p.q_row_stride, i * kBr, s.sq, kBr);
+    load_tile<D, kThreadsKV>(sm.d_o[stage], d_o, p.o_row_stride, i * kBr, s.sq, kBr);
+    if (threadIdx.x < 2 * kBr) {  // rows past sq: LSE2 = 0 and D = 0 with Q = dO = 0 give P dO = dS = 0
+      const int r = threadIdx.x % kBr, row = i * kBr + r;
+      const bool ok = row < s.sq;
+      const int64_t at = s.row_array(h, b, p) + (ok ? row : 0);
+      if (threadIdx.x < kBr) cp_async_4(&sm.lse2[stage][r], sc.lse2 + at, ok);
+      else cp_async_4(&sm.dsum[stage][r], sc.dsum + at, ok);
+    }
+    cp_async_commit();
+  };
+
+  float acc_dv[kDh / 8][4], acc_dk[kDh / 8][4];
+  zero(acc_dv);
+  zero(acc_dk);
+  if (steps > 0) {
+    load_tile<D, kThreadsKV>(sm.k, k, p.k_row_stride, key0, s.sk, kBcKV);
+    load_tile<D, kThreadsKV>(sm.v, v, p.v_row_stride, key0, s.sk, kBcKV);
+    load_step(0, 0);
+  }
+  // This thread's keys in S^T, and its queries' offset within the block.
+  const int my_key[2] = {key0 + wr * 16 + gr, key0 + wr * 16 + gr + 8};
+
+  for (int t = 0; t < steps; ++t) {
+    const int stage = t & 1, h = g * group + t / n_i, i = i_begin + t % n_i, row0 = i * kBr;
+    cp_async_wait<0>();
+    __syncthreads();  // step t's tiles are in; every warp is done with step t - 1
+    if (t + 1 < steps) load_step(t + 1, stage ^ 1);
+    const T* sQ = sm.q[stage];
+    const T* sdO = sm.d_o[stage];
+
+    // S^T = K_j Q_i^T and dP^T = V_j dO_i^T for this warp's 16 keys x kQ queries.
+    float acc_s[kQ / 8][4], acc_dp[kQ / 8][4];
+    zero(acc_s);
+    zero(acc_dp);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t ak[4], av[4];
+      load_a<D>(ak, sm.k, wr * 16, kk * 16, lane);
+      load_a<D>(av, sm.v, wr * 16, kk * 16, lane);
+#pragma unroll
+      for (int n = 0; n < kQ / 16; ++n) {
+        uint32_t bq[4], bo[4];
+        load_b<D>(bq, sQ, wc * kQ + n * 16, kk * 16, lane);
+        load_b<D>(bo, sdO, wc * kQ + n * 16, kk * 16, lane);
+        mma_16816<T>(acc_s[2 * n], ak, bq[0], bq[1]);
+        mma_16816<T>(acc_s[2 * n + 1], ak, bq[2], bq[3]);
+        mma_16816<T>(acc_dp[2 * n], av, bo[0], bo[1]);
+        mma_16816<T>(acc_dp[2 * n + 1], av, bo[2], bo[3]);
+      }
+    }
+
+    // P^T and dS^T, masked where a tile crosses the mask's edge, into shared memory.
+    const int last_row = min(row0 + kBr, s.sq) - 1;
+    const bool full = key0 >= col_begin(last_row, s.sq, s.sk, p.window_left) &&
+                      key0 + kBcKV <= col_end(row0, s.sq, s.sk, p.window_right);
+#pragma unroll
+    for (int n = 0; n < kQ / 8; ++n) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {  // c0, c1: key gr; c2, c3: key gr + 8
+        float pr[2], ds[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int qc = wc * kQ + n * 8 + tc + e;
+          const ProbGrad pg = prob_grad(acc_s[n][2 * r + e], acc_dp[n][2 * r + e], sm.lse2[stage][qc],
+                                        sm.dsum[stage][qc], p);
+          bool visible = true;
+          if (!full) {
+            const int row = row0 + qc;
+            visible = my_key[r] >= col_begin(row, s.sq, s.sk, p.window_left) &&
+                      my_key[r] < col_end(row, s.sq, s.sk, p.window_right);
+          }
+          pr[e] = visible ? pg.p : 0.f;
+          ds[e] = visible ? pg.ds : 0.f;
+        }
+        const int at = swizzled<kBr>(wr * 16 + gr + 8 * r, wc * kQ + n * 8 + tc);
+        *reinterpret_cast<uint32_t*>(&sm.p[at]) = pack2<T>(pr[0], pr[1]);
+        *reinterpret_cast<uint32_t*>(&sm.ds[at]) = pack2<T>(ds[0], ds[1]);
+      }
+    }
+    __syncthreads();  // P^T and dS^T complete
+
+    // dV_j += P^T dO_i and dK_j += dS^T Q_i: 16 keys x kDh columns per warp.
+#pragma unroll
+    for (int kk = 0; kk < kBr / 16; ++kk) {
+      uint32_t ap[4], ads[4];
+      load_a<kBr>(ap, sm.p, wr * 16, kk * 16, lane);
+      load_a<kBr>(ads, sm.ds, wr * 16, kk * 16, lane);
+#pragma unroll
+      for (int n = 0; n < kDh / 16; ++n) {
+        uint32_t bo[4], bq[4];
+        load_b_trans<D>(bo, sdO, wc * kDh + n * 16, kk * 16, lane);
+        load_b_trans<D>(bq, sQ, wc * kDh + n * 16, kk * 16, lane);
+        mma_16816<T>(acc_dv[2 * n], ap, bo[0], bo[1]);
+        mma_16816<T>(acc_dv[2 * n + 1], ap, bo[2], bo[3]);
+        mma_16816<T>(acc_dk[2 * n], ads, bq[0], bq[1]);
+        mma_16816<T>(acc_dk[2 * n + 1], ads, bq[2], bq[3]);
+      }
+    }
+
+    // dQ_i += dS K_j, added into the fp32 scratch: 16 queries x kDq columns per warp.
+    if (sc.dq_accum) {
+      const int qm = warp % kWM, qn = warp / kWM;
+      float acc_dq[kDq / 8][4];
+      zero(acc_dq);
+#pragma unroll
+      for (int kk = 0; kk < kBcKV / 16; ++kk) {
+        uint32_t a[4];
+        load_a_trans<kBr>(a, sm.ds, qm * 16, kk * 16, lane);
+#pragma unroll
+        for (int n = 0; n < kDq / 16; ++n) {
+          uint32_t bk[4];
+          load_b_trans<D>(bk, sm.k, qn * kDq + n * 16, kk * 16, lane);
+          mma_16816<T>(acc_dq[2 * n], a, bk[0], bk[1]);
+          mma_16816<T>(acc_dq[2 * n + 1], a, bk[2], bk[3]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = row0 + qm * 16 + gr + 8 * r;
+        if (row >= s.sq) continue;
+        float* dst = sc.dq_accum + ((s.row_base + row) * p.heads_q + h) * D + qn * kDq + tc;
+#pragma unroll
+        for (int n = 0; n < kDq / 8; ++n) {
+          atomicAdd(dst + n * 8, acc_dq[n][2 * r]);
+          atomicAdd(dst + n * 8 + 1, acc_dq[n][2 * r + 1]);
+        }
+      }
+    }
+  }
+
+  // dK_j, dV_j to HBM once (zero for keys no query sees).
+  T* dk = static_cast<T*>(p.dk) + s.k_base + g * p.k_head_stride;
+  T* dv = static_cast<T*>(p.dv) + s.v_base + g * p.v_head_stride;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = my_key[r];
+    if (key >= s.sk) continue;
+#pragma unroll
+    for (int n = 0; n < kDh / 8; ++n) {
+      const int col = wc * kDh + n * 8 + tc;
+      *reinterpret_cast<uint32_t*>(dk + int64_t(key) * p.k_row_stride + col) =
+          pack2<T>(acc_dk[n][2 * r], acc_dk[n][2 * r + 1]);
+      *reinterpret_cast<uint32_t*>(dv + int64_t(key) * p.v_row_stride + col) =
+          pack2<T>(acc_dv[n][2 * r], acc_dv[n][2 * r + 1]);
+    }
+  }
+}
+
+// ---- 3. dQ without atomics (deterministic): Q outer, as the forward
+constexpr int kWarpsQ = 4, kThreadsQ = 32 * kWarpsQ, kBrQ = 16 * kWarpsQ;
+
+template <int D, int kBc, typename T>
+__global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);  // (Br, D)
+  T* sdO = sQ + kBrQ * D;                   // (Br, D)
+  T* sK = sdO + kBrQ * D;                   // (2, Bc, D)
+  T* sV = sK + 2 * kBc * D;                 // (2, Bc, D)
+
+  const int i_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (p.heads_q / p.heads_kv);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tc = (lane % 4) * 2;
+  const Sequence s = sequence_of(p, b);
+  const int row0 = i_block * kBrQ;
+  if (row0 >= s.sq) return;
+  const Scratch sc = scratch_of(p);
+  const T* q = static_cast<const T*>(p.q) + s.q_base + h * p.q_head_stride;
+  const T* d_o = static_cast<const T*>(p.d_o) + s.o_base + h * p.o_head_stride;
+  const T* k = static_cast<const T*>(p.k) + s.k_base + g * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + s.v_base + g * p.v_head_stride;
+
+  const int last_row = min(row0 + kBrQ, s.sq) - 1;
+  const int c_lo = col_begin(row0, s.sq, s.sk, p.window_left), c_hi = col_end(last_row, s.sq, s.sk, p.window_right);
+  const int j_begin = c_lo / kBc, j_end = c_hi > c_lo ? (c_hi + kBc - 1) / kBc : j_begin;
+  const int full_lo = col_begin(last_row, s.sq, s.sk, p.window_left);
+  const int full_hi = col_end(row0, s.sq, s.sk, p.window_right);
+
+  int my_row[2], lo[2], hi[2];
+  float lse2[2], dsum[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    my_row[r] = row0 + warp * 16 + gr + 8 * r;
+    lo[r] = col_begin(my_row[r], s.sq, s.sk, p.window_left);
+    hi[r] = col_end(my_row[r], s.sq, s.sk, p.window_right);
+    const int64_t at = s.row_array(h, b, p) + min(my_row[r], s.sq - 1);
+    lse2[r] = sc.lse2[at];
+    dsum[r] = sc.dsum[at];
+  }
+  float acc_dq[D / 8][4];
+  zero(acc_dq);
+
+  if (j_begin < j_end) {
+    load_tile<D, kThreadsQ>(sQ, q, p.q_row_stride, row0, s.sq, kBrQ);
+    load_tile<D, kThreadsQ>(sdO, d_o, p.o_row_stride, row0, s.sq, kBrQ);
+    load_tile<D, kThreadsQ>(sK, k, p.k_row_stride, j_begin * kBc, s.sk, kBc);
+    load_tile<D, kThreadsQ>(sV, v, p.v_row_stride, j_begin * kBc, s.sk, kBc);
+    cp_async_commit();
+  }
+  for (int j = j_begin; j < j_end; ++j) {
+    const int stage = (j - j_begin) & 1;
+    cp_async_wait<0>();
+    __syncthreads();
+    if (j + 1 < j_end) {
+      load_tile<D, kThreadsQ>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, (j + 1) * kBc, s.sk, kBc);
+      load_tile<D, kThreadsQ>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, s.sk, kBc);
+      cp_async_commit();
+    }
+    const T* tK = sK + stage * kBc * D;
+    const T* tV = sV + stage * kBc * D;
+
+    float acc_s[kBc / 8][4], acc_dp[kBc / 8][4];
+    zero(acc_s);
+    zero(acc_dp);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t aq[4], ao[4];
+      load_a<D>(aq, sQ, warp * 16, kk * 16, lane);
+      load_a<D>(ao, sdO, warp * 16, kk * 16, lane);
+#pragma unroll
+      for (int n = 0; n < kBc / 16; ++n) {
+        uint32_t bk[4], bv[4];
+        load_b<D>(bk, tK, n * 16, kk * 16, lane);
+        load_b<D>(bv, tV, n * 16, kk * 16, lane);
+        mma_16816<T>(acc_s[2 * n], aq, bk[0], bk[1]);
+        mma_16816<T>(acc_s[2 * n + 1], aq, bk[2], bk[3]);
+        mma_16816<T>(acc_dp[2 * n], ao, bv[0], bv[1]);
+        mma_16816<T>(acc_dp[2 * n + 1], ao, bv[2], bv[3]);
+      }
+    }
+    const bool full = j * kBc >= full_lo && (j + 1) * kBc <= full_hi;
+#pragma unroll
+    for (int n = 0; n < kBc / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2, col = j * kBc + n * 8 + tc + (e & 1);
+        const ProbGrad pg = prob_grad(acc_s[n][e], acc_dp[n][e], lse2[r], dsum[r], p);
+        const bool visible = full || (col >= lo[r] && col < hi[r]);
+        acc_s[n][e] = visible ? pg.ds : 0.f;  // dS, in place
+      }
+    // dQ += dS K_j: dS's accumulators are the A operand.
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk) {
+      uint32_t a[4];
+      c_to_a<T>(a, acc_s[2 * kk], acc_s[2 * kk + 1]);
+#pragma unroll
+      for (int n = 0; n < D / 16; ++n) {
+        uint32_t bk[4];
+        load_b_trans<D>(bk, tK, n * 16, kk * 16, lane);
+        mma_16816<T>(acc_dq[2 * n], a, bk[0], bk[1]);
+        mma_16816<T>(acc_dq[2 * n + 1], a, bk[2], bk[3]);
+      }
+    }
+  }
+
+  T* dq = static_cast<T*>(p.dq) + s.q_base + h * p.q_head_stride;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (my_row[r] >= s.sq) continue;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      *reinterpret_cast<uint32_t*>(dq + int64_t(my_row[r]) * p.q_row_stride + n * 8 + tc) =
+          pack2<T>(acc_dq[n][2 * r], acc_dq[n][2 * r + 1]);
+  }
+}
+
+// ---- 4. dQ fp32 scratch -> dq
+template <typename T>
+__global__ void convert_dq_kernel(const BackwardParams p) {
+  const int h = blockIdx.y, b = blockIdx.z;
+  const Sequence s = sequence_of(p, b);
+  const float* accum = scratch_of(p).dq_accum;
+  T* dq = static_cast<T*>(p.dq) + s.q_base + h * p.q_head_stride;
+  const int64_t n = int64_t(s.sq) * p.head_dim / 2;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += int64_t(gridDim.x) * blockDim.x) {
+    const int row = int(2 * idx / p.head_dim), col = int(2 * idx % p.head_dim);
+    const float* from = accum + ((s.row_base + row) * p.heads_q + h) * p.head_dim + col;
+    *reinterpret_cast<uint32_t*>(dq + int64_t(row) * p.q_row_stride + col) = pack2<T>(from[0], from[1]);
+  }
+}
+
+// ---- launch
+template <int D>
+struct Config {
+  static constexpr int kBrKV = D <= 128 ? 64 : 32;  // d = 256: dK and dV alone take 128 registers a thread
+  static constexpr int kBcQ = D <= 128 ? 64 : 32;
+};
+
+template <typename Kernel>
+void allow_smem(Kernel kernel, size_t bytes) {
+  FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+template <int D, typename T>
+void launch(const BackwardParams& p, cudaStream_t stream) {
+  using C = Config<D>;
+  const Scratch sc = scratch_of(p);
+  const int64_t rows = p.cu_seqlens_q ? p.total_q : int64_t(p.batch) * p.seqlen_q;
+  if (sc.dq_accum)
+    FLASHLAB_CUDA(cudaMemsetAsync(sc.dq_accum, 0, size_t(rows) * p.heads_q * D * sizeof(float), stream));
+
+  // The largest sequence bounds the grid; CTAs past their entry's length return at once.
+  preprocess_kernel<T><<<dim3((p.seqlen_q + 7) / 8, p.heads_q, p.batch), 256, 0, stream>>>(p);
+  FLASHLAB_CUDA_LAUNCHED();
+
+  constexpr size_t kv_smem = sizeof(KVSmem<D, C::kBrKV, T>);
+  auto dkdv = dkdv_kernel<D, C::kBrKV, T>;
+  allow_smem(dkdv, kv_smem);
+  dkdv<<<dim3((p.seqlen_k + kBcKV - 1) / kBcKV, p.heads_kv, p.batch), kThreadsKV, kv_smem, stream>>>(p);
+  FLASHLAB_CUDA_LAUNCHED();
+
+  if (p.deterministic) {
+    constexpr size_t q_smem = size_t(2 * kBrQ + 4 * C::kBcQ) * D * sizeof(T);
+    auto dq = dq_kernel<D, C::kBcQ, T>;
+    allow_smem(dq, q_smem);
+    dq<<<dim3((p.seqlen_q + kBrQ - 1) / kBrQ, p.heads_q, p.batch), kThreadsQ, q_smem, stream>>>(p);
+  } else {
+    convert_dq_kernel<T><<<dim3(std::max(1, std::min(1024, p.seqlen_q * D / 512)), p.heads_q, p.batch), 256, 0,
+                           stream>>>(p);
+  }
+  FLASHLAB_CUDA_LAUNCHED();
+}
+
+template <typename T>
+void dispatch_dim(const BackwardParams& p, cudaStream_t stream) {
+  switch (p.head_dim) {
+    case 64: return launch<64, T>(p, stream);
+    case 128: return launch<128, T>(p, stream);
+    case 256: return launch<256, T>(p, stream);
+  }
+  throw Error("fa2 backward: head_dim " + std::to_string(p.head_dim) + " is not compiled (64, 128, 256)");
+}
+
+}  // namespace
+
+size_t fa2_backward_scratch_bytes(const BackwardParams& p) {
+  const int64_t rows = p.cu_seqlens_q ? p.total_q : int64_t(p.batch) * p.seqlen_q;
+  const int64_t per_row = (p.deterministic ? 0 : p.head_dim) + 2;
+  return size_t(rows * p.heads_q * per_row) * sizeof(float);
+}
+
+void fa2_backward(const BackwardParams& p, cudaStream_t stream) {
+  if (!fa2_forward_supports(p)) throw Error("fa2 backward supports bf16/fp16 with head_dim 64, 128 or 256");
+  if (!p.d_o || !p.dq || !p.dk || !p.dv || !p.o || !p.lse || !p.scratch)
+    throw Error("fa2 backward: o, lse, d_o, dq, dk, dv and scratch must all be set");
+  if (p.cu_seqlens_q && p.total_q <= 0) throw Error("fa2 backward: varlen needs total_q (cu_seqlens_q[batch])");
+  if (p.dtype == Dtype::bf16) dispatch_dim<__nv_bfloat16>(p, stream);
+  else dispatch_dim<__half>(p, stream);
+}
+
+}  // namespace flashlab::gpu

@@ -1,0 +1,171 @@
+// The tensor-core building blocks fa2's forward and backward share: swizzled
+// shared-memory tiles, cp.async copies, ldmatrix loads, the m16n8k16 MMA and
+// the fragment packing between them.
+//
+// Fragment layout of mma.sync m16n8k16 (g = lane / 4, t = lane % 4):
+//   A (16 x 16, row-major)  a0: (g, 2t..2t+1)  a1: (g+8, 2t..)  a2: (g, 2t+8..)  a3: (g+8, 2t+8..)
+//   B (16 x 8, "col")       b0: (k 2t..2t+1, n g)               b1: (k 2t+8.., n g)
+//   C (16 x 8, fp32)        c0, c1: (g, 2t), (g, 2t+1)          c2, c3: (g+8, 2t), (g+8, 2t+1)
+// so the C fragments of two adjacent 8-column tiles are, packed to 16 bits, the A
+// fragment of a 16-column operand: P~ and dS never leave registers when they
+// feed the next MMA as A.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace flashlab::gpu::mma {
+
+constexpr float kLog2e = 1.4426950408889634f;  // exp(x) = exp2(x * log2(e))
+constexpr float kLn2 = 0.6931471805599453f;
+
+// ---- shared memory: a tile of rows x W 16-bit elements in 16-byte chunks, XOR-swizzled so
+// that the 8 rows one ldmatrix 8x8 matrix reads fall in 8 different bank groups.
+template <int W>
+__device__ __forceinline__ int swizzle(int row, int chunk) {
+  constexpr int kChunks = W / 8;
+  static_assert(kChunks == 4 || kChunks % 8 == 0, "rows of 32 or a multiple of 64 elements");
+  if constexpr (kChunks >= 8) {
+    return row * W + ((chunk ^ (row & 7)) << 3);
+  } else {  // 4 chunks a row: two rows share a 128-byte line, so XOR with the line index
+    return row * W + ((chunk ^ ((row >> 1) & 3)) << 3);
+  }
+}
+// The element at (row, col) of a swizzled tile.
+template <int W>
+__device__ __forceinline__ int swizzled(int row, int col) {
+  return swizzle<W>(row, col / 8) + col % 8;
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// ---- cp.async: global -> shared without passing through registers
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;  // 0: fill the 16 bytes with zeros
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_4(void* dst, const void* src, bool valid) {
+  const int bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {  // at most N groups still in flight
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Copies rows [row0, row0 + rows) of a (seqlen, row_stride) tensor into a swizzled rows x D tile with
+// `threads` threads; rows at or past `valid_rows` are zero-filled.
+template <int D, int kThreads, typename T>
+__device__ __forceinline__ void load_tile(T* tile, const T* src, int64_t row_stride, int row0, int valid_rows,
+                                          int rows) {
+  constexpr int kChunks = D / 8;
+  for (int idx = threadIdx.x; idx < rows * kChunks; idx += kThreads) {
+    const int r = idx / kChunks, c = idx % kChunks;
+    const bool ok = row0 + r < valid_rows;
+    const T* from = src + (ok ? int64_t(row0 + r) * row_stride + c * 8 : 0);
+    cp_async_16(tile + swizzle<D>(r, c), from, ok);
+  }
+}
+
+// ---- ldmatrix: four 8x8 16-bit matrices from shared memory, one row address per lane
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// The four ways fa2 feeds an MMA from a swizzled tile of width W (lane = threadIdx.x % 32):
+// A (16 x 16 at (m0, k0)) from a row-major (m x k) tile.
+template <int W, typename T>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const T* tile, int m0, int k0, int lane) {
+  ldmatrix_x4(a, tile + swizzle<W>(m0 + lane % 16, k0 / 8 + lane / 16));
+}
+// A (16 x 16 at (m0, k0)) from a tile stored transposed, (k x m) row-major.
+template <int W, typename T>
+__device__ __forceinline__ void load_a_trans(uint32_t (&a)[4], const T* tile, int m0, int k0, int lane) {
+  ldmatrix_x4_trans(a, tile + swizzle<W>(k0 + lane % 8 + (lane / 16) * 8, m0 / 8 + (lane / 8) % 2));
+}
+// B of two 8-column tiles (n0 and n0 + 8, 16 deep at k0) from an (n x k) row-major tile, as K in Q K^T:
+// {b[0], b[1]} feed the first tile, {b[2], b[3]} the second.
+template <int W, typename T>
+__device__ __forceinline__ void load_b(uint32_t (&b)[4], const T* tile, int n0, int k0, int lane) {
+  ldmatrix_x4(b, tile + swizzle<W>(n0 + (lane / 16) * 8 + lane % 8, k0 / 8 + (lane / 8) % 2));
+}
+// The same from a (k x n) row-major tile, as V in P V.
+template <int W, typename T>
+__device__ __forceinline__ void load_b_trans(uint32_t (&b)[4], const T* tile, int n0, int k0, int lane) {
+  ldmatrix_x4_trans(b, tile + swizzle<W>(k0 + lane % 8 + ((lane / 8) % 2) * 8, n0 / 8 + lane / 16));
+}
+
+// D (16x8 fp32) += A (16x16) * B (16x8), A and B in bf16 or fp16.
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ float2 unpack2(uint32_t x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&x));
+  } else {
+    return __half22float2(*reinterpret_cast<__half2*>(&x));
+  }
+}
+
+// The A fragment of a 16 x 16 operand from the fp32 C fragments of two adjacent 16 x 8 tiles.
+template <typename T>
+__device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
+  a[0] = pack2<T>(c0[0], c0[1]);
+  a[1] = pack2<T>(c0[2], c0[3]);
+  a[2] = pack2<T>(c1[0], c1[1]);
+  a[3] = pack2<T>(c1[2], c1[3]);
+}
+
+// 2^x on the MUFU unit, flushing denormals (exp2f without --use_fast_math adds range fix-ups).
+__device__ __forceinline__ float exp2_fast(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Zeroes a row of N accumulator tiles.
+template <int N>
+__device__ __forceinline__ void zero(float (&acc)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+}
+
+}  // namespace flashlab::gpu::mma

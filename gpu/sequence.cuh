@@ -1,0 +1,63 @@
+// Where one batch entry's rows live, for fixed-length and variable-length
+// (cu_seqlens) batches alike, and which query rows see a block of keys.
+#pragma once
+#include <cstdint>
+
+#include "mask.cuh"
+#include "params.hpp"
+
+namespace flashlab::gpu {
+
+struct Sequence {
+  int q_start = 0, k_start = 0;  // first packed row (varlen) or 0
+  int sq = 0, sk = 0;            // this entry's lengths
+  int64_t q_base = 0, k_base = 0, v_base = 0, o_base = 0;  // element offsets of row 0
+  int64_t row_base = 0;   // index of row 0 among all query rows: b * seqlen_q, or q_start
+  int64_t total_q = 0;    // query rows in the whole batch
+
+  // Per-row fp32 arrays laid out as lse: (batch, heads_q, seqlen_q), or (heads_q, total_q) for varlen.
+  __device__ int64_t row_array(int h, int b, const AttentionParams& p) const {
+    return p.cu_seqlens_q ? int64_t(h) * total_q + q_start : (int64_t(b) * p.heads_q + h) * p.seqlen_q;
+  }
+};
+
+__device__ inline Sequence sequence_of(const AttentionParams& p, int b) {
+  Sequence s;
+  if (p.cu_seqlens_q) {
+    s.q_start = p.cu_seqlens_q[b];
+    s.k_start = p.cu_seqlens_k[b];
+    s.sq = p.cu_seqlens_q[b + 1] - s.q_start;
+    s.sk = p.cu_seqlens_k[b + 1] - s.k_start;
+    s.q_base = int64_t(s.q_start) * p.q_row_stride;
+    s.k_base = int64_t(s.k_start) * p.k_row_stride;
+    s.v_base = int64_t(s.k_start) * p.v_row_stride;
+    s.o_base = int64_t(s.q_start) * p.o_row_stride;
+    s.row_base = s.q_start;
+    s.total_q = p.cu_seqlens_q[p.batch];
+  } else {
+    s.sq = p.seqlen_q;
+    s.sk = p.seqlen_k;
+    s.q_base = int64_t(b) * p.q_batch_stride;
+    s.k_base = int64_t(b) * p.k_batch_stride;
+    s.v_base = int64_t(b) * p.v_batch_stride;
+    s.o_base = int64_t(b) * p.o_batch_stride;
+    s.row_base = int64_t(b) * p.seqlen_q;
+    s.total_q = int64_t(p.batch) * p.seqlen_q;
+  }
+  return s;
+}
+
+// The query rows [lo, hi) that see at least one key of [k_lo, k_hi) (0 <= k_lo < k_hi <= sk):
+// col_end(r) > k_lo and col_begin(r) < k_hi, both monotone in r.
+struct RowRange {
+  int lo, hi;
+};
+__host__ __device__ inline RowRange rows_seeing(int k_lo, int k_hi, int sq, int sk, int left, int right) {
+  int lo = right < 0 ? 0 : k_lo - sk + sq - right;
+  int hi = left < 0 ? sq : k_hi - sk + sq + left;
+  lo = lo < 0 ? 0 : lo;
+  hi = hi > sq ? sq : hi;
+  return {lo, hi > lo ? hi : lo};
+}
+
+}  // namespace flashlab::gpu
