@@ -85,6 +85,7 @@ GpuSpec parse(const json& j, const std::string& file) {
   g.max_blocks_per_sm = number(j, "max_blocks_per_sm", file);
   g.l2_bytes = number(j, "l2_bytes", file);
   g.l2_bandwidth = number(j, "l2_bandwidth_bytes_per_s", file);
+  g.smem_bandwidth = number(j, "smem_bandwidth_bytes_per_s", file);
   g.hbm_bytes = number(j, "hbm_bytes", file);
   g.hbm_bandwidth = number(j, "hbm_bandwidth_bytes_per_s", file);
   g.hbm_achievable_fraction = number(j, "hbm_achievable_fraction", file);
@@ -100,7 +101,8 @@ GpuSpec parse(const json& j, const std::string& file) {
   for (auto [v, name] : {std::pair{g.sm_count, "sm_count"}, {g.clock_ghz, "clock_ghz"}, {g.l2_bytes, "l2_bytes"},
                          {g.hbm_bandwidth, "hbm_bandwidth_bytes_per_s"}, {g.fp32_flops, "fp32_flops_per_s"},
                          {g.exp_per_s, "exp_per_s"}, {g.smem_per_block_bytes, "smem_per_block_bytes"},
-                         {g.l2_bandwidth, "l2_bandwidth_bytes_per_s"}}) {
+                         {g.l2_bandwidth, "l2_bandwidth_bytes_per_s"},
+                         {g.smem_bandwidth, "smem_bandwidth_bytes_per_s"}}) {
     if (v <= 0) throw Error("GPU preset '" + file + "': field '" + name + "' must be positive");
   }
   if (g.hbm_achievable_fraction > 1 || g.hbm_achievable_fraction <= 0)

@@ -19,6 +19,7 @@ struct GpuSpec {
   double sram_per_sm_bytes = 0;                            // L1 + shared: the FlashAttention paper's M
   double registers_per_sm = 0, max_threads_per_sm = 0, max_blocks_per_sm = 0;
   double l2_bytes = 0, l2_bandwidth = 0;                   // bytes, bytes/s
+  double smem_bandwidth = 0;                               // shared-memory reads, all SMs, bytes/s
   double hbm_bytes = 0, hbm_bandwidth = 0, hbm_achievable_fraction = 0;
   double tensor_fp16 = 0, tensor_bf16 = 0, tensor_fp32 = 0, tensor_fp8 = 0;  // dense FLOP/s
   double mma_sync_fraction = 0, wgmma_fraction = 0;       // of the tensor peak, per instruction path
@@ -26,6 +27,8 @@ struct GpuSpec {
 
   double tensor_peak(DType dtype) const;                  // FLOP/s for this storage dtype
   double hbm_effective() const { return hbm_bandwidth * hbm_achievable_fraction; }
+  // FP32 lane instructions per second: the FLOP/s figure counts an FMA as two.
+  double fp32_ops_per_s() const { return fp32_flops / 2; }
 };
 
 std::string preset_dir();                                 // $FLASHLAB_PRESETS or the source tree's presets/

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <queue>
 
 #include "cache_model.hpp"
 #include "flashlab/error.hpp"
@@ -40,7 +41,7 @@ using tiled::Tiling;
 struct PassCost {
   double flops = 0, exp_ops = 0, other = 0;
   double read = 0, write = 0, l2 = 0;
-  double t_tensor = 0, t_exp = 0, t_fp32 = 0, t_hbm = 0, t_l2 = 0, t_launch = 0, time = 0;
+  double t_tensor = 0, t_smem = 0, t_exp = 0, t_fp32 = 0, t_hbm = 0, t_l2 = 0, t_launch = 0, time = 0;
   double sram = 0, ctas = 0, ctas_per_sm = 0, waves = 0, occupancy = 0;
   int64_t Br = 0, Bc = 0;
 };
@@ -52,6 +53,13 @@ struct Shape {
   double path;             // fraction of the tensor peak this instruction path reaches
   bool one_cta_per_head;   // FA1: one CTA walks the whole head
   double smem;             // bytes of shared memory per CTA
+  // Instruction streams per scheduler that take turns on the tensor core while another runs its
+  // softmax: 1 for FA1/FA2 (a warp's softmax waits for its own MMAs, and the CTA's warps meet at a
+  // barrier every K/V tile, so they run in phase), 2 for FA3 (two consumer warpgroups ping-pong).
+  int streams = 1;
+  // FA2's mma.sync reads its operands from shared memory into registers (ldmatrix): every warp
+  // reads the whole K_j and V_j tile and its own rows of Q at every step.
+  bool ldmatrix_operands = false;
 };
 
 Shape fused_shape(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const Options& o) {
@@ -72,6 +80,7 @@ Shape fused_shape(const Problem& p, const GpuSpec& g, Algo algo, bool backward, 
       s.tiling = backward ? Tiling{64, d <= 128 ? 128 : 64} : Tiling{128, d <= 64 ? 128 : 64};
       s.threads = backward || d > 128 ? 256 : 128;
       s.path = g.mma_sync_fraction;
+      s.ldmatrix_operands = !backward;
       break;
     case Algo::fa3:
       // FlashAttention-3 (Hopper): 128 x 128 forward tiles (128 x 64 for d > 128), 64 x 128 backward,
@@ -79,6 +88,7 @@ Shape fused_shape(const Problem& p, const GpuSpec& g, Algo algo, bool backward, 
       s.tiling = backward ? Tiling{64, d <= 128 ? 128 : 64} : Tiling{128, d <= 128 ? 128 : 64};
       s.threads = 384;
       s.path = g.wgmma_fraction > 0 ? g.wgmma_fraction : g.mma_sync_fraction;
+      s.streams = 2;
       break;
     case Algo::standard: break;
   }
@@ -110,19 +120,75 @@ double unique_bytes(const Problem& p, TensorId t, int64_t sq, int64_t sk, bool s
   }
 }
 
-// Roofline with the algorithm's overlap rule; fills the times and returns the bound.
-void finish_times(PassCost& c, const GpuSpec& g, Algo algo, double tensor_rate) {
-  c.t_tensor = c.flops / tensor_rate;
-  c.t_exp = c.exp_ops / g.exp_per_s;
-  c.t_fp32 = c.other / g.fp32_flops;
-  c.t_hbm = (c.read + c.write) / g.hbm_effective();
-  c.t_l2 = c.l2 / g.l2_bandwidth;
-  // The last wave runs part-empty: compute stretches by ceil(W) / W.
-  const double W = c.ctas / std::max(1.0, c.ctas_per_sm * g.sm_count);
-  const double tail = W > 0 ? std::ceil(W) / W : 1.0;
-  const double compute = algo == Algo::fa3 ? std::max(c.t_tensor, c.t_exp + c.t_fp32)
-                                           : c.t_tensor + c.t_exp + c.t_fp32;
-  c.time = std::max({compute * tail, c.t_hbm, c.t_l2}) + c.t_launch;
+// ---- time of a fused kernel -------------------------------------------------------------------------
+// A fused kernel's compute time is the time its CTAs take on the SMs' CTA slots. Per element of S:
+//   tensor  the matmul FLOPs at the instruction path's rate;
+//   smem    FA2: the operand bytes ldmatrix reads from shared memory (a separate pipe from the MMAs,
+//           so the tensor phase is max(tensor, smem));
+//   softmax MUFU ex2 and the FP32 pipe, each at its own rate; they are separate pipes fed by
+//           independent instructions, so the phase takes max(exp, fp32).
+// One instruction stream alternates a tensor phase (a) and a softmax phase (b). With n streams per
+// scheduler taking turns (a closed loop of n streams through two servers, service times exponential):
+//   time per element = sum_{k=0..n} a^k b^(n-k) / sum_{k=0..n-1} a^k b^(n-1-k)
+// n = 1 gives a + b (FA2: serial), n -> infinity gives max(a, b) (perfect overlap).
+double overlap(double a, double b, int streams) {
+  if (a <= 0 || b <= 0) return a + b;
+  double num = 0, den = 0;
+  for (int k = 0; k <= streams; ++k) num += std::pow(a, k) * std::pow(b, streams - k);
+  for (int k = 0; k < streams; ++k) den += std::pow(a, k) * std::pow(b, streams - 1 - k);
+  return num / den;
+}
+
+// FP32 instructions per element of S that are not exponentials:
+//   forward: scale-and-subtract-max (FFMA), running max (FMNMX), row sum (FADD), half a pack to
+//            bf16/fp16 (F2FP packs two) = 3.5, plus rescaling O (Br x dv FMULs per Br x Bc tile);
+//   backward: dS = P o (dP - D) and the scale, 4 per element;
+//   a partial tile on the mask's edge adds the index compare and select of kMaskOps per element.
+constexpr double kSoftmaxOps = 3.5, kBackwardOps = 4.0, kMaskOps = 3.0;
+
+// One head's CTAs in launch order: (elements, elements in partial tiles) per CTA; `heads` repeat it.
+struct CtaList {
+  std::vector<std::pair<double, double>> ctas;
+  double heads = 0;
+};
+
+// Greedy list scheduling, as the hardware dispatches CTAs: each CTA in launch order takes the slot
+// that frees first; returns the makespan. Only the last kMaxSimulated CTAs are replayed one by one:
+// the work before them keeps every slot busy, so it is spread evenly over the slots (the tail, which
+// is what the replay is for, comes from the last CTAs).
+double makespan(const std::vector<CtaList>& lists, double slots, double full_s, double partial_s) {
+  constexpr double kMaxSimulated = 2048;
+  auto duration = [&](const std::pair<double, double>& cta) {
+    return cta.first * full_s + cta.second * (partial_s - full_s);
+  };
+  double count = 0;
+  for (const auto& l : lists) count += l.heads * static_cast<double>(l.ctas.size());
+  const int64_t n_slots = static_cast<int64_t>(std::max(1.0, std::min(slots, count)));
+  // Whole heads from the front are spread evenly until at most kMaxSimulated CTAs remain.
+  double skip_work = 0, left = count;
+  std::vector<int64_t> skip(lists.size(), 0);
+  for (size_t k = 0; k < lists.size() && left > kMaxSimulated; ++k) {
+    const double per_head = static_cast<double>(lists[k].ctas.size());
+    if (per_head == 0) continue;
+    const double heads = std::min(lists[k].heads, std::floor((left - kMaxSimulated) / per_head));
+    double head_work = 0;
+    for (const auto& cta : lists[k].ctas) head_work += duration(cta);
+    skip[k] = static_cast<int64_t>(heads);
+    skip_work += heads * head_work;
+    left -= heads * per_head;
+  }
+  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+  for (int64_t i = 0; i < n_slots; ++i) free_at.push(skip_work / static_cast<double>(n_slots));
+  double longest = skip_work / static_cast<double>(n_slots);
+  for (size_t k = 0; k < lists.size(); ++k)
+    for (int64_t h = skip[k]; h < static_cast<int64_t>(lists[k].heads); ++h)
+      for (const auto& cta : lists[k].ctas) {
+        const double t = free_at.top() + duration(cta);
+        free_at.pop();
+        free_at.push(t);
+        longest = std::max(longest, t);
+      }
+  return longest;
 }
 
 PassCost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const Options& o) {
@@ -141,7 +207,8 @@ PassCost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward
   c.occupancy = c.ctas_per_sm * shape.threads / g.max_threads_per_sm;
 
   // Walk one schedule per distinct batch entry (one for a fixed-length batch).
-  double reuse_extra = 0, waves = 0;
+  double reuse_extra = 0, waves = 0, partial_elements = 0;
+  std::vector<CtaList> lists;
   const int64_t distinct = p.varlen() ? p.batch : 1;
   const double weight = p.varlen() ? 1.0 : static_cast<double>(p.batch);
   for (int64_t b = 0; b < distinct; ++b) {
@@ -153,7 +220,47 @@ PassCost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward
     // FLOPs at tile granularity: forward S = QK^T and PV; backward recomputes S and adds dP, dV, dQ, dK.
     c.flops += heads * elements * 2.0 * (backward ? 3.0 * d + 2.0 * dv : d + dv);
     c.exp_ops += heads * elements;
-    c.other += heads * elements * (backward ? 4.0 : 5.0);
+
+    // The CTAs of one head in launch order: forward one per Q block (its K/V range), backward one per
+    // K/V block (its Q range), FA1 one for the whole head. Partial tiles sit at the ends of each range.
+    CtaList list;
+    list.heads = heads;
+    auto rows_of = [&](int64_t i, int64_t j) { return double(sch.q_rows(i)) * double(sch.kv_rows(j)); };
+    auto add_range = [&](std::pair<double, double>& cta, int64_t fixed, int64_t b0, int64_t b1, bool over_kv) {
+      auto tile = [&](int64_t x) { return over_kv ? rows_of(fixed, x) : rows_of(x, fixed); };
+      auto partial = [&](int64_t x) {
+        return sch.classify(over_kv ? fixed : x, over_kv ? x : fixed) == tiled::TileKind::partial;
+      };
+      if (b0 >= b1) return;
+      const int64_t Br = shape.tiling.Br, Bc = shape.tiling.Bc;  // the range's elements, in O(1)
+      cta.first += over_kv ? double(sch.q_rows(fixed)) * double(std::min(b1 * Bc, sk) - b0 * Bc)
+                           : double(std::min(b1 * Br, sq) - b0 * Br) * double(sch.kv_rows(fixed));
+      for (; b0 < b1 && partial(b0); ++b0) cta.second += tile(b0);      // from the front while partial
+      for (; b1 > b0 && partial(b1 - 1); --b1) cta.second += tile(b1 - 1);  // from the back
+    };
+    if (shape.one_cta_per_head) {
+      std::pair<double, double> cta{0, 0};
+      for (int64_t i = 0; i < sch.Tr(); ++i) add_range(cta, i, sch.kv_begin(i), sch.kv_end(i), true);
+      list.ctas.push_back(cta);
+    } else if (!backward) {
+      for (int64_t i = 0; i < sch.Tr(); ++i) {
+        std::pair<double, double> cta{0, 0};
+        add_range(cta, i, sch.kv_begin(i), sch.kv_end(i), true);
+        list.ctas.push_back(cta);
+      }
+    } else {
+      for (int64_t j = 0; j < sch.Tc(); ++j) {
+        std::pair<double, double> cta{0, 0};
+        add_range(cta, j, sch.q_begin(j), sch.q_end(j), false);
+        list.ctas.push_back(cta);
+      }
+    }
+    double head_partial = 0;
+    for (const auto& cta : list.ctas) head_partial += cta.second;
+    partial_elements += heads * head_partial;
+    const double ops = backward ? kBackwardOps : kSoftmaxOps + double(dv) / double(shape.tiling.Bc);
+    c.other += heads * (elements * ops + head_partial * kMaskOps);
+    lists.push_back(std::move(list));
     c.l2 += heads * static_cast<double>(bytes.total_load() + bytes.total_store());
 
     // Compulsory HBM traffic: each tensor once; K and V once per kv head (GQA shares them).
@@ -197,7 +304,31 @@ PassCost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward
   }
   c.waves = waves;
   c.t_launch = g.kernel_launch_s * (backward ? 3 : 1);  // backward: preprocess (D), main, dQ conversion
-  finish_times(c, g, algo, g.tensor_peak(p.dtype) * shape.path);
+
+  // Per element of S on one SM (seconds), then per element on one CTA slot (ctas_per_sm share an SM).
+  const double e = bytes_per_element(p.dtype), Br = double(shape.tiling.Br), Bc = double(shape.tiling.Bc);
+  const double tensor_rate = g.tensor_peak(p.dtype) * shape.path;
+  const double sms = g.sm_count;
+  const double flops_el = 2.0 * (backward ? 3.0 * d + 2.0 * dv : double(d + dv));
+  const double tensor_el = flops_el / (tensor_rate / sms);
+  const double warps = shape.threads / 32;
+  const double smem_el =
+      shape.ldmatrix_operands ? (Br * d + warps * Bc * (d + dv)) * e / (Br * Bc) / (g.smem_bandwidth / sms) : 0.0;
+  const double exp_el = 1.0 / (g.exp_per_s / sms);
+  const double ops = backward ? kBackwardOps : kSoftmaxOps + double(dv) / Bc;
+  const double fp32_el = ops / (g.fp32_ops_per_s() / sms), mask_el = kMaskOps / (g.fp32_ops_per_s() / sms);
+  const double a = std::max(tensor_el, smem_el);
+  const double full = overlap(a, std::max(exp_el, fp32_el), shape.streams) * c.ctas_per_sm;
+  const double partial = overlap(a, std::max(exp_el, fp32_el + mask_el), shape.streams) * c.ctas_per_sm;
+  const double compute = makespan(lists, resident, full, partial);
+
+  c.t_tensor = c.flops / tensor_rate;
+  c.t_smem = c.flops / flops_el * smem_el / sms;
+  c.t_exp = c.exp_ops / g.exp_per_s;
+  c.t_fp32 = c.other / g.fp32_ops_per_s();
+  c.t_hbm = (c.read + c.write) / g.hbm_effective();
+  c.t_l2 = c.l2 / g.l2_bandwidth;
+  c.time = std::max({compute, c.t_hbm, c.t_l2}) + c.t_launch;
   return c;
 }
 
@@ -250,7 +381,7 @@ PassCost standard_pass(const Problem& p, const GpuSpec& g, bool backward, const 
   c.l2 = c.read + c.write;                                         // streaming: every byte passes L2 once
   c.t_tensor = c.flops / tensor_rate;
   c.t_exp = c.exp_ops / g.exp_per_s;
-  c.t_fp32 = c.other / g.fp32_flops;
+  c.t_fp32 = c.other / g.fp32_ops_per_s();
   c.t_hbm = (c.read + c.write) / g.hbm_effective();
   c.t_l2 = c.l2 / g.l2_bandwidth;
   c.t_launch = launches * g.kernel_launch_s;
@@ -287,6 +418,7 @@ Estimate estimate(const Problem& p, const GpuSpec& g, Algo algo, Pass pass, cons
     total.write += c.write;
     total.l2 += c.l2;
     total.t_tensor += c.t_tensor;
+    total.t_smem += c.t_smem;
     total.t_exp += c.t_exp;
     total.t_fp32 += c.t_fp32;
     total.t_hbm += c.t_hbm;
@@ -329,13 +461,14 @@ Estimate estimate(const Problem& p, const GpuSpec& g, Algo algo, Pass pass, cons
   e.occupancy = total.occupancy;
   e.peak_hbm_bytes = peak_hbm(p, algo, pass);
   e.t_tensor = total.t_tensor;
+  e.t_smem = total.t_smem;
   e.t_exp = total.t_exp;
   e.t_fp32 = total.t_fp32;
   e.t_hbm = total.t_hbm;
   e.t_l2 = total.t_l2;
   e.t_launch = total.t_launch;
   e.time_s = total.time;
-  const std::pair<double, const char*> ceilings[] = {{e.t_tensor, "tensor"}, {e.t_exp, "exp"}, {e.t_fp32, "fp32"},
+  const std::pair<double, const char*> ceilings[] = {{e.t_tensor, "tensor"}, {e.t_smem, "smem"}, {e.t_exp, "exp"}, {e.t_fp32, "fp32"},
                                                       {e.t_hbm, "hbm"}, {e.t_l2, "l2"}, {e.t_launch, "launch"}};
   e.bound = std::max_element(std::begin(ceilings), std::end(ceilings))->second;
   if (e.peak_hbm_bytes > g.hbm_bytes) e.bound = "out of memory";

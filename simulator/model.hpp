@@ -37,9 +37,9 @@ struct Estimate {
   double sram_bytes = 0;             // shared memory per CTA (largest kernel)
   double ctas = 0, ctas_per_sm = 0, waves = 0, occupancy = 0;
   double peak_hbm_bytes = 0;         // inputs, outputs and intermediates alive at once
-  double t_tensor = 0, t_exp = 0, t_fp32 = 0, t_hbm = 0, t_l2 = 0, t_launch = 0;
+  double t_tensor = 0, t_smem = 0, t_exp = 0, t_fp32 = 0, t_hbm = 0, t_l2 = 0, t_launch = 0;
   double time_s = 0;
-  std::string bound;                 // tensor | exp | fp32 | hbm | l2 | launch
+  std::string bound;                 // tensor | smem | exp | fp32 | hbm | l2 | launch
   double speedup_vs_standard = 0;
 };
 
