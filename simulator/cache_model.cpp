@@ -33,7 +33,7 @@ ReuseResult replay_l2(const ReuseWorkload& w, double l2_bytes) {
   std::list<std::pair<int64_t, double>> lru;  // (key, bytes), most recent first
   std::unordered_map<int64_t, std::list<std::pair<int64_t, double>>::iterator> where;
   double cached = 0;
-  int64_t last_key_seen = -1;
+  int64_t last_key_seen = -1, prev_k0 = 0, prev_k1 = -1;
   const int64_t waves = static_cast<int64_t>(r.waves);
   for (int64_t wave = 0; wave < waves; ++wave) {
     const double first_cta = wave * resident, last_cta = std::min(total_ctas, (wave + 1) * resident) - 1;
@@ -42,6 +42,12 @@ ReuseResult replay_l2(const ReuseWorkload& w, double l2_bytes) {
     for (int64_t key = k0; key <= k1; ++key) {
       if (auto it = where.find(key); it != where.end()) {  // hit: move to the front
         lru.splice(lru.begin(), lru, it->second);
+        if (w.equal_ctas && key >= prev_k0 && key <= prev_k1) {
+          // Straddling the waves: one CTA lifetime between touches of each block (see the header).
+          const double others = 0.5 * double(prev_k1 - prev_k0) + 0.5 * double(k1 - k0);
+          const double footprint = (1 + others) * w.key_bytes + (last_cta - first_cta + 1) * w.stream_bytes;
+          if (footprint > cap) r.extra_hbm_bytes += w.key_bytes;
+        }
         continue;
       }
       // A key seen before (in an earlier wave) and evicted since is read from HBM again.
@@ -58,6 +64,8 @@ ReuseResult replay_l2(const ReuseWorkload& w, double l2_bytes) {
         }
       }
     }
+    prev_k0 = k0;
+    prev_k1 = k1;
   }
   // Never more than every re-read going to HBM.
   r.extra_hbm_bytes = std::min(r.extra_hbm_bytes, w.heads * w.reuse_bytes);

@@ -260,7 +260,6 @@ PassCost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward
     partial_elements += heads * head_partial;
     const double ops = backward ? kBackwardOps : kSoftmaxOps + double(dv) / double(shape.tiling.Bc);
     c.other += heads * (elements * ops + head_partial * kMaskOps);
-    lists.push_back(std::move(list));
     c.l2 += heads * static_cast<double>(bytes.total_load() + bytes.total_store());
 
     // Compulsory HBM traffic: each tensor once; K and V once per kv head (GQA shares them).
@@ -280,6 +279,8 @@ PassCost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward
 
     ReuseWorkload w;
     w.heads = heads;
+    w.equal_ctas = std::all_of(list.ctas.begin(), list.ctas.end(),
+                               [&](const auto& cta) { return cta.first == list.ctas.front().first; });
     w.resident_ctas = resident;
     w.reuse_bytes = reread + rewrite;
     if (shape.one_cta_per_head) {  // FA1: Q and O (forward), Q, O, dO, dQ (backward), with l and m
@@ -289,10 +290,12 @@ PassCost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward
     } else if (!backward) {
       w.ctas_per_head = static_cast<double>(sch.Tr());
       w.key_bytes = sk * (d + dv) * double(bytes_per_element(p.dtype));
+      w.stream_bytes = double(shape.tiling.Br) * (d + dv) * double(bytes_per_element(p.dtype));
       w.heads_per_key = static_cast<double>(p.group());
     } else {
       w.ctas_per_head = static_cast<double>(sch.Tc());
       w.key_bytes = sq * ((d + dv) * double(bytes_per_element(p.dtype)) + 8.0 + 4.0 * d);
+      w.stream_bytes = 2.0 * double(shape.tiling.Bc) * (d + dv) * double(bytes_per_element(p.dtype));  // K,V,dK,dV
     }
     const ReuseResult rr = replay_l2(w, g.l2_bytes);
     const double store_share = w.reuse_bytes > 0 ? rewrite / w.reuse_bytes : 0;
@@ -301,6 +304,7 @@ PassCost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward
     reuse_extra += rr.extra_hbm_bytes;
     waves += rr.waves;
     c.ctas += w.heads * w.ctas_per_head;
+    lists.push_back(std::move(list));
   }
   c.waves = waves;
   c.t_launch = g.kernel_launch_s * (backward ? 3 : 1);  // backward: preprocess (D), main, dQ conversion
