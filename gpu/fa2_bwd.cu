@@ -78,19 +78,18 @@ __global__ void preprocess_kernel(const BackwardParams p) {
   }
 }
 
-// The probability and its gradient for one score, with the softcap if on:
+// The probability and its gradient for one score, in place (s -> P, dp -> dS), with the softcap if on:
 //   P = exp2(s' log2e - LSE2),  dS = P (dP - D) ds'/ds,  s' = s scale or cap tanh(s scale / cap).
-struct ProbGrad {
-  float p, ds;
-};
-__device__ __forceinline__ ProbGrad prob_grad(float s, float dp, float lse2, float dsum, const BackwardParams& p) {
-  if (p.softcap > 0.f) {
-    const float t = tanhf(s * p.scale / p.softcap);
-    const float prob = exp2_fast(p.softcap * t * kLog2e - lse2);
-    return {prob, prob * (dp - dsum) * p.scale * (1.f - t * t)};
+template <bool kSoftcap>
+__device__ __forceinline__ void prob_grad(float& s, float& dp, float lse2, float dsum, const BackwardParams& p) {
+  if constexpr (kSoftcap) {
+    const float t = tanhf(s * (p.scale / p.softcap));
+    s = exp2_fast(p.softcap * kLog2e * t - lse2);
+    dp = s * (dp - dsum) * p.scale * (1.f - t * t);
+  } else {
+    s = exp2_fast(fmaf(s, p.scale * kLog2e, -lse2));
+    dp = s * (dp - dsum) * p.scale;
   }
-  const float prob = exp2_fast(s * (p.scale * kLog2e) - lse2);
-  return {prob, prob * (dp - dsum) * p.scale};
 }
 
 // ---- 2. dK, dV (and dQ by atomics)
@@ -104,7 +103,7 @@ struct KVSmem {
   float lse2[2][kBr], dsum[2][kBr];
 };
 
-template <int D, int kBr, typename T>
+template <int D, int kBr, typename T, bool kSoftcap>
 __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p) {
   constexpr int kQ = kBr / 2;           // queries per warp in S^T
   constexpr int kDh = D / 2;            // dK / dV columns per warp
@@ -188,34 +187,34 @@ __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p
       }
     }
 
-    // P^T and dS^T, masked where a tile crosses the mask's edge, into shared memory.
-    const int last_row = min(row0 + kBr, s.sq) - 1;
-    const bool full = key0 >= col_begin(last_row, s.sq, s.sk, p.window_left) &&
-                      key0 + kBcKV <= col_end(row0, s.sq, s.sk, p.window_right);
+    // P^T and dS^T (in place of S^T and dP^T), masked where the tile crosses the mask's edge.
 #pragma unroll
-    for (int n = 0; n < kQ / 8; ++n) {
+    for (int n = 0; n < kQ / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int qc = wc * kQ + n * 8 + tc + (e & 1);
+        prob_grad<kSoftcap>(acc_s[n][e], acc_dp[n][e], sm.lse2[stage][qc], sm.dsum[stage][qc], p);
+      }
+    const int last_row = min(row0 + kBr, s.sq) - 1;
+    if (!(key0 >= col_begin(last_row, s.sq, s.sk, p.window_left) &&
+          key0 + kBcKV <= col_end(row0, s.sq, s.sk, p.window_right))) {
+#pragma unroll
+      for (int n = 0; n < kQ / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int row = row0 + wc * kQ + n * 8 + tc + (e & 1), key = my_key[e / 2];
+          if (key < col_begin(row, s.sq, s.sk, p.window_left) || key >= col_end(row, s.sq, s.sk, p.window_right))
+            acc_s[n][e] = acc_dp[n][e] = 0.f;
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < kQ / 8; ++n)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {  // c0, c1: key gr; c2, c3: key gr + 8
-        float pr[2], ds[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int qc = wc * kQ + n * 8 + tc + e;
-          const ProbGrad pg = prob_grad(acc_s[n][2 * r + e], acc_dp[n][2 * r + e], sm.lse2[stage][qc],
-                                        sm.dsum[stage][qc], p);
-          bool visible = true;
-          if (!full) {
-            const int row = row0 + qc;
-            visible = my_key[r] >= col_begin(row, s.sq, s.sk, p.window_left) &&
-                      my_key[r] < col_end(row, s.sq, s.sk, p.window_right);
-          }
-          pr[e] = visible ? pg.p : 0.f;
-          ds[e] = visible ? pg.ds : 0.f;
-        }
         const int at = swizzled<kBr>(wr * 16 + gr + 8 * r, wc * kQ + n * 8 + tc);
-        *reinterpret_cast<uint32_t*>(&sm.p[at]) = pack2<T>(pr[0], pr[1]);
-        *reinterpret_cast<uint32_t*>(&sm.ds[at]) = pack2<T>(ds[0], ds[1]);
+        *reinterpret_cast<uint32_t*>(&sm.p[at]) = pack2<T>(acc_s[n][2 * r], acc_s[n][2 * r + 1]);
+        *reinterpret_cast<uint32_t*>(&sm.ds[at]) = pack2<T>(acc_dp[n][2 * r], acc_dp[n][2 * r + 1]);
       }
-    }
     __syncthreads();  // P^T and dS^T complete
 
     // dV_j += P^T dO_i and dK_j += dS^T Q_i: 16 keys x kDh columns per warp.
@@ -288,7 +287,7 @@ __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p
 // ---- 3. dQ without atomics (deterministic): Q outer, as the forward
 constexpr int kWarpsQ = 4, kThreadsQ = 32 * kWarpsQ, kBrQ = 16 * kWarpsQ;
 
-template <int D, int kBc, typename T>
+template <int D, int kBc, typename T, bool kSoftcap>
 __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (Br, D)
@@ -365,21 +364,24 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
         mma_16816<T>(acc_dp[2 * n + 1], ao, bv[2], bv[3]);
       }
     }
-    const bool full = j * kBc >= full_lo && (j + 1) * kBc <= full_hi;
 #pragma unroll
     for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2, col = j * kBc + n * 8 + tc + (e & 1);
-        const ProbGrad pg = prob_grad(acc_s[n][e], acc_dp[n][e], lse2[r], dsum[r], p);
-        const bool visible = full || (col >= lo[r] && col < hi[r]);
-        acc_s[n][e] = visible ? pg.ds : 0.f;  // dS, in place
-      }
+      for (int e = 0; e < 4; ++e) prob_grad<kSoftcap>(acc_s[n][e], acc_dp[n][e], lse2[e / 2], dsum[e / 2], p);
+    if (!(j * kBc >= full_lo && (j + 1) * kBc <= full_hi)) {
+#pragma unroll
+      for (int n = 0; n < kBc / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e / 2, col = j * kBc + n * 8 + tc + (e & 1);
+          if (col < lo[r] || col >= hi[r]) acc_dp[n][e] = 0.f;
+        }
+    }
     // dQ += dS K_j: dS's accumulators are the A operand.
 #pragma unroll
     for (int kk = 0; kk < kBc / 16; ++kk) {
       uint32_t a[4];
-      c_to_a<T>(a, acc_s[2 * kk], acc_s[2 * kk + 1]);
+      c_to_a<T>(a, acc_dp[2 * kk], acc_dp[2 * kk + 1]);  // dS
 #pragma unroll
       for (int n = 0; n < D / 16; ++n) {
         uint32_t bk[4];
@@ -441,14 +443,15 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
   FLASHLAB_CUDA_LAUNCHED();
 
   constexpr size_t kv_smem = sizeof(KVSmem<D, C::kBrKV, T>);
-  auto dkdv = dkdv_kernel<D, C::kBrKV, T>;
+  const bool cap = p.softcap > 0.f;
+  auto dkdv = cap ? dkdv_kernel<D, C::kBrKV, T, true> : dkdv_kernel<D, C::kBrKV, T, false>;
   allow_smem(dkdv, kv_smem);
   dkdv<<<dim3((p.seqlen_k + kBcKV - 1) / kBcKV, p.heads_kv, p.batch), kThreadsKV, kv_smem, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
 
   if (p.deterministic) {
     constexpr size_t q_smem = size_t(2 * kBrQ + 4 * C::kBcQ) * D * sizeof(T);
-    auto dq = dq_kernel<D, C::kBcQ, T>;
+    auto dq = cap ? dq_kernel<D, C::kBcQ, T, true> : dq_kernel<D, C::kBcQ, T, false>;
     allow_smem(dq, q_smem);
     dq<<<dim3((p.seqlen_q + kBrQ - 1) / kBrQ, p.heads_q, p.batch), kThreadsQ, q_smem, stream>>>(p);
   } else {

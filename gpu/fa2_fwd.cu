@@ -31,6 +31,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 
 #include "cuda_check.hpp"
 #include "kernels.hpp"
@@ -41,14 +42,24 @@ namespace flashlab::gpu {
 namespace {
 
 using namespace mma;
-constexpr int kWarps = 4, kThreads = kWarps * 32;
+
+// A kernel's tile shape. D: head dim; kWarps: warps per CTA; kMT: 16-row MMA tiles per warp (a K/V
+// fragment read from shared memory feeds kMT MMAs); kBc: keys per K/V block; kStages: K/V buffers in
+// shared memory; kQRegs: Q's A fragments loaded into registers once instead of from shared memory
+// at every K/V block.
+template <int D_, int kWarps_, int kMT_, int kBc_, int kStages_, bool kQRegs_>
+struct Shape {
+  static constexpr int D = D_, kWarps = kWarps_, kMT = kMT_, kBc = kBc_, kStages = kStages_;
+  static constexpr bool kQRegs = kQRegs_;
+  static constexpr int kThreads = 32 * kWarps, kBr = 16 * kMT * kWarps;
+  static constexpr int smem_elems() { return (kBr + 2 * kStages * kBc) * D; }
+};
 
 // ---- the kernel
-// D: head dim; kMT: 16-row MMA tiles per warp (a K/V fragment read from shared memory feeds kMT MMAs);
-// kBc: keys per K/V block; kStages: K/V buffers in shared memory.
-template <int D, int kMT, int kBc, int kStages, typename T>
-__global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionParams p) {
-  constexpr int kBr = 16 * kMT * kWarps;
+template <class S, typename T, bool kSoftcap>
+__global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const AttentionParams p) {
+  constexpr int D = S::D, kMT = S::kMT, kBc = S::kBc, kStages = S::kStages, kBr = S::kBr;
+  constexpr int kThreads = S::kThreads;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (Br, D)
   T* sK = sQ + kBr * D;                     // (stages, Bc, D)
@@ -93,7 +104,8 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionPa
       hi[mt][r] = col_end(my_row[mt][r], sq, sk, p.window_right);
     }
   }
-  const float scale_log2 = p.scale * kLog2e;
+  const float c = kSoftcap ? kLog2e : p.scale * kLog2e;  // scores -> log2 units
+  uint32_t q_frag[S::kQRegs ? D / 16 : 1][kMT][4];  // Q's A fragments, when kept in registers
 
   if (j_begin < j_end) {
     load_tile<D, kThreads>(sQ, q, p.q_row_stride, row0, sq, kBr);
@@ -113,6 +125,12 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionPa
     }
     const T* tK = sK + stage * kBc * D;
     const T* tV = sV + stage * kBc * D;
+    if (S::kQRegs && j == j_begin) {  // Q is in shared memory now: keep its fragments for every block
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) load_a<D>(q_frag[kk][mt], sQ, (warp * kMT + mt) * 16, kk * 16, lane);
+    }
 
     // S = Q_i K_j^T for this warp's rows: kMT x kBc / 8 accumulator tiles of 16 x 8.
     float acc_s[kMT][kBc / 8][4];
@@ -122,14 +140,16 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionPa
       for (int n = 0; n < kBc / 8; ++n) acc_s[mt][n][0] = acc_s[mt][n][1] = acc_s[mt][n][2] = acc_s[mt][n][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t a[kMT][4];
+      uint32_t a_smem[kMT][4];
+      if constexpr (!S::kQRegs) {
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-        ldmatrix_x4(a[mt], sQ + swizzle<D>((warp * kMT + mt) * 16 + lane % 16, kk * 2 + lane / 16));
+        for (int mt = 0; mt < kMT; ++mt) load_a<D>(a_smem[mt], sQ, (warp * kMT + mt) * 16, kk * 16, lane);
+      }
+      auto& a = S::kQRegs ? q_frag[kk] : a_smem;
 #pragma unroll
       for (int n = 0; n < kBc / 16; ++n) {  // two 8-key tiles per ldmatrix.x4, each reused by kMT MMAs
         uint32_t bk[4];
-        ldmatrix_x4(bk, tK + swizzle<D>(n * 16 + (lane / 16) * 8 + lane % 8, kk * 2 + (lane / 8) % 2));
+        load_b<D>(bk, tK, n * 16, kk * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           mma_16816<T>(acc_s[mt][2 * n], a[mt], bk[0], bk[1]);
@@ -138,24 +158,32 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionPa
       }
     }
 
-    // Scores in the log2 domain (softcap first if on); the mask only on tiles that cross its edge.
-    const bool full_tile = j * kBc >= full_lo && (j + 1) * kBc <= full_hi;
+    // Softcap if on (scores then in natural units); the mask only on tiles that cross its edge. Both
+    // branches are uniform and outside the element loops, so the loops stay straight-line code.
+    if constexpr (kSoftcap) {
+      const float inner = p.scale / p.softcap;
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
+      for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-      for (int n = 0; n < kBc / 8; ++n)
+        for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float s = acc_s[mt][n][e];
-          s = p.softcap > 0.f ? p.softcap * tanhf(s * p.scale / p.softcap) * kLog2e : s * scale_log2;
-          if (!full_tile) {
+          for (int e = 0; e < 4; ++e) acc_s[mt][n][e] = p.softcap * tanhf(acc_s[mt][n][e] * inner);
+    }
+    if (!(j * kBc >= full_lo && (j + 1) * kBc <= full_hi)) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int n = 0; n < kBc / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
             const int r = e / 2, col = j * kBc + n * 8 + qcol + (e & 1);
-            if (col < lo[mt][r] || col >= hi[mt][r]) s = -INFINITY;
+            if (col < lo[mt][r] || col >= hi[mt][r]) acc_s[mt][n][e] = -INFINITY;
           }
-          acc_s[mt][n][e] = s;
-        }
+    }
 
-    // Online softmax: m_new = max(m, rowmax S), alpha = exp2(m - m_new), P~ = exp2(S - m_new), l = alpha l + rowsum P~.
+    // Online softmax on unscaled scores s (max taken before scaling; the scale folds into one FMA):
+    //   m_new = max(m, rowmax s), alpha = exp2((m - m_new) c), P~ = exp2(s c - m_new c), l = alpha l + rowsum P~
+    // with c = scale * log2(e) (log2(e) under softcap).
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
       float alpha[2];
@@ -166,14 +194,14 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionPa
         for (int n = 0; n < kBc / 8; ++n) m = fmaxf(m, fmaxf(acc_s[mt][n][2 * r], acc_s[mt][n][2 * r + 1]));
         m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));  // the 4 lanes of a quad hold one row
         m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
-        const float m_use = m == -INFINITY ? 0.f : m;     // a row that has seen nothing: exp2(-inf) = 0
-        alpha[r] = exp2_fast(row_max[mt][r] - m_use);
+        const float m_c = m == -INFINITY ? 0.f : m * c;  // a row that has seen nothing: exp2(-inf) = 0
+        alpha[r] = exp2_fast(row_max[mt][r] * c - m_c);
         row_max[mt][r] = m;
         float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < kBc / 8; ++n) {
-          acc_s[mt][n][2 * r] = exp2_fast(acc_s[mt][n][2 * r] - m_use);
-          acc_s[mt][n][2 * r + 1] = exp2_fast(acc_s[mt][n][2 * r + 1] - m_use);
+          acc_s[mt][n][2 * r] = exp2_fast(fmaf(acc_s[mt][n][2 * r], c, -m_c));
+          acc_s[mt][n][2 * r + 1] = exp2_fast(fmaf(acc_s[mt][n][2 * r + 1], c, -m_c));
           sum += acc_s[mt][n][2 * r] + acc_s[mt][n][2 * r + 1];
         }
         row_sum[mt][r] = row_sum[mt][r] * alpha[r] + sum;  // quad-reduced once, at the end
@@ -201,7 +229,7 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionPa
 #pragma unroll
       for (int n = 0; n < D / 16; ++n) {
         uint32_t bv[4];
-        ldmatrix_x4_trans(bv, tV + swizzle<D>(kk * 16 + lane % 8 + ((lane / 8) % 2) * 8, n * 2 + lane / 16));
+        load_b_trans<D>(bv, tV, n * 16, kk * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           mma_16816<T>(acc_o[mt][2 * n], a[mt], bv[0], bv[1]);
@@ -233,7 +261,7 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionPa
           const uint32_t packed = pack2<T>(acc_o[mt][n][2 * r] * inv, acc_o[mt][n][2 * r + 1] * inv);
           *reinterpret_cast<uint32_t*>(o + int64_t(row) * p.o_row_stride + n * 8 + qcol) = packed;
         }
-        if (lane % 4 == 0) lse[row] = l > 0.f ? row_max[mt][r] * kLn2 + logf(l) : -INFINITY;
+        if (lane % 4 == 0) lse[row] = l > 0.f ? row_max[mt][r] * c * kLn2 + logf(l) : -INFINITY;
       }
     }
 }
@@ -244,28 +272,46 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(const AttentionPa
 //     (v2 below); d = 256 could not afford it anyway (its O accumulator alone is 128 registers).
 //   two K/V stages for d <= 128 to hide the loads; one for d = 256, to fit A100's shared memory too.
 template <int D>
-struct Config {
-  static constexpr int kMT = 1, kBc = 64, kStages = D <= 128 ? 2 : 1;
-};
+using Default = Shape<D, 4, 1, 64, D <= 128 ? 2 : 1, false>;
 
-template <int D, typename T>
+template <class S, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
-  using C = Config<D>;
-  constexpr int kBr = 16 * C::kMT * kWarps;
-  constexpr size_t smem = size_t(kBr + 2 * C::kStages * C::kBc) * D * sizeof(T);
-  auto kernel = fa2_forward_kernel<D, C::kMT, C::kBc, C::kStages, T>;
+  constexpr size_t smem = size_t(S::smem_elems()) * sizeof(T);
+  auto kernel = p.softcap > 0.f ? fa2_forward_kernel<S, T, true> : fa2_forward_kernel<S, T, false>;
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const dim3 grid((p.seqlen_q + kBr - 1) / kBr, p.heads_q, p.batch);
-  kernel<<<grid, kThreads, smem, stream>>>(p);
+  const dim3 grid((p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch);
+  kernel<<<grid, S::kThreads, smem, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
+}
+
+// Experimental shapes for bf16 at d = 64 and 128, picked with FLASHLAB_FA2_FWD_SHAPE=N (a development
+// knob for timing them side by side in one process; unset or 0: Default).
+template <int D>
+bool launch_experiment(const AttentionParams& p, cudaStream_t stream) {
+  static const int which = [] {
+    const char* e = std::getenv("FLASHLAB_FA2_FWD_SHAPE");
+    return e ? std::atoi(e) : 0;
+  }();
+  using T = __nv_bfloat16;
+  switch (which) {
+    case 1: launch<Shape<D, 4, 2, 64, 2, false>, T>(p, stream); return true;  // Br = 128, two row tiles a warp
+    case 2: launch<Shape<D, 8, 1, 64, 2, false>, T>(p, stream); return true;  // Br = 128, eight warps
+    case 3: launch<Shape<D, 4, 1, 64, 2, true>, T>(p, stream); return true;   // Q in registers
+    case 4: launch<Shape<D, 8, 1, 64, 2, true>, T>(p, stream); return true;   // eight warps, Q in registers
+    default: return false;
+  }
 }
 
 template <typename T>
 void dispatch_dim(const AttentionParams& p, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (p.head_dim == 64 && launch_experiment<64>(p, stream)) return;
+    if (p.head_dim == 128 && launch_experiment<128>(p, stream)) return;
+  }
   switch (p.head_dim) {
-    case 64: return launch<64, T>(p, stream);
-    case 128: return launch<128, T>(p, stream);
-    case 256: return launch<256, T>(p, stream);
+    case 64: return launch<Default<64>, T>(p, stream);
+    case 128: return launch<Default<128>, T>(p, stream);
+    case 256: return launch<Default<256>, T>(p, stream);
   }
   throw Error("fa2 forward: head_dim " + std::to_string(p.head_dim) + " is not compiled (64, 128, 256)");
 }
