@@ -246,7 +246,8 @@ namespace {
 // One walk's Tr x Tc grid. The state of tile (i, j) follows from its mask class
 // and its place in the order relative to the current step, so each outer line
 // (a Q row block for fa2, a K/V column block otherwise) is at most five
-// rectangles: O(Tr + Tc) per frame whatever the number of tiles.
+// rectangles: O(Tr + Tc) per frame whatever the number of tiles, and no more
+// lines than the grid has pixels across.
 void DrawGrid(Walk& w, ImVec2 avail) {
   const tiled::Stepper& st = *w.stepper;
   const tiled::Schedule& s = st.schedule();
@@ -268,25 +269,46 @@ void DrawGrid(Walk& w, ImVec2 avail) {
   const int64_t ci = started ? (q_outer ? cur.j : cur.i) : -1;  // current place in it
   const int64_t outer = q_outer ? Tr : Tc, inner = q_outer ? Tc : Tr;
 
-  auto rect = [&](int64_t o, int64_t a, int64_t z, Rgb c) {
+  // Lines [o0, o1) from a to z along the line, in colour c.
+  auto rect = [&](int64_t o0, int64_t o1, int64_t a, int64_t z, Rgb c) {
     if (a >= z) return;
-    const ImVec2 lo = q_outer ? ImVec2(p0.x + a * cell, p0.y + o * cell) : ImVec2(p0.x + o * cell, p0.y + a * cell);
-    const ImVec2 hi = q_outer ? ImVec2(p0.x + z * cell, p0.y + (o + 1) * cell)
-                              : ImVec2(p0.x + (o + 1) * cell, p0.y + z * cell);
+    const ImVec2 lo = q_outer ? ImVec2(p0.x + a * cell, p0.y + o0 * cell) : ImVec2(p0.x + o0 * cell, p0.y + a * cell);
+    const ImVec2 hi = q_outer ? ImVec2(p0.x + z * cell, p0.y + o1 * cell) : ImVec2(p0.x + o1 * cell, p0.y + z * cell);
     dl->AddRectFilled(lo, hi, col(c));
   };
-  // [a, z) of line o, split where the walk is: before it "done", after it "pending".
-  auto range = [&](int64_t o, int64_t a, int64_t z, Rgb done, Rgb pending) {
-    const int64_t split = o < co ? inner : (o == co ? ci + 1 : 0);
-    rect(o, a, std::min(z, split), done);
-    rect(o, std::max(a, split), z, pending);
+  // A line is three ranges, visible [b, e) between masked ones, each split where
+  // the walk is (before it "done", after it "pending"): (b, e, split) says it all.
+  struct Line {
+    int64_t b, e, split;
+    bool operator==(const Line&) const = default;
   };
-  for (int64_t o = 0; o < outer; ++o) {
+  auto line_at = [&](int64_t o) {
     const int64_t b = q_outer ? s.kv_begin(o) : s.q_begin(o);
     const int64_t e = std::max(b, q_outer ? s.kv_end(o) : s.q_end(o));
-    range(o, 0, b, kSkippedDone, kSkipped);
-    range(o, b, e, kDone, kPending);
-    range(o, e, inner, kSkippedDone, kSkipped);
+    return Line{b, e, o < co ? inner : (o == co ? ci + 1 : 0)};
+  };
+  auto range = [&](int64_t o0, int64_t o1, int64_t a, int64_t z, int64_t split, Rgb done, Rgb pending) {
+    rect(o0, o1, a, std::min(z, split), done);
+    rect(o0, o1, std::max(a, split), z, pending);
+  };
+  // A pixel takes the colour of the line holding its centre, so below one pixel
+  // per cell only those lines are looked at (at most one per pixel row), and a
+  // run of lines that look the same is one set of rectangles: a causal 1024 x
+  // 1024 grid is ~3 rectangles per pixel row, a full one 4 in all.
+  const float P = q_outer ? p0.y : p0.x;                   // where line 0 starts on screen
+  auto next_line = [&](int64_t o) {                        // the first line after o holding a pixel centre
+    const float centre = std::ceil(P + (o + 1) * cell - 0.5f) + 0.5f;
+    return std::max(o + 1, static_cast<int64_t>(std::floor((centre - P) / cell)));
+  };
+  for (int64_t o = 0; o < outer;) {
+    const Line l = line_at(o);
+    int64_t end = next_line(o);
+    while (end < outer && line_at(end) == l) end = next_line(end);
+    end = std::min(end, outer);
+    range(o, end, 0, l.b, l.split, kSkippedDone, kSkipped);
+    range(o, end, l.b, l.e, l.split, kDone, kPending);
+    range(o, end, l.e, inner, l.split, kSkippedDone, kSkipped);
+    o = end;
   }
   // Tile borders where they are wide enough to see.
   if (cell >= 6) {
