@@ -322,9 +322,12 @@ PassCost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward
   const double ops = backward ? kBackwardOps : kSoftmaxOps + double(dv) / Bc;
   const double fp32_el = ops / (g.fp32_ops_per_s() / sms), mask_el = kMaskOps / (g.fp32_ops_per_s() / sms);
   const double a = std::max(tensor_el, smem_el);
-  const double full = overlap(a, std::max(exp_el, fp32_el), shape.streams) * c.ctas_per_sm;
-  const double partial = overlap(a, std::max(exp_el, fp32_el + mask_el), shape.streams) * c.ctas_per_sm;
-  const double compute = makespan(lists, resident, full, partial);
+  // A grid smaller than the resident capacity is spread over the SMs first: CTAs share an SM only
+  // as far as their number requires.
+  const double sharing = std::clamp(std::ceil(c.ctas / sms), 1.0, c.ctas_per_sm);
+  const double full = overlap(a, std::max(exp_el, fp32_el), shape.streams) * sharing;
+  const double partial = overlap(a, std::max(exp_el, fp32_el + mask_el), shape.streams) * sharing;
+  const double compute = makespan(lists, sharing * sms, full, partial);
 
   c.t_tensor = c.flops / tensor_rate;
   c.t_smem = c.flops / flops_el * smem_el / sms;
