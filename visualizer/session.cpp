@@ -64,6 +64,20 @@ Order partner(Order o) {
   return Order::fa2;
 }
 
+// Undo snapshots each walk's Stepper keeps (stepper.hpp: a snapshot holds the
+// on-chip state a step changed and the HBM rows it stored, dropped oldest first
+// past the cap). 128 MiB holds ~500 steps of 128 x 128 tiles at d = 64.
+constexpr size_t kHistoryCap = size_t{128} << 20;
+
+// An upper bound on one snapshot: every on-chip tile at full block size,
+// doubled for the rows the step stored (at most that much again) and bookkeeping.
+size_t undo_bytes_bound(const tiled::Schedule& s, const Problem& p) {
+  const int64_t Br = s.tiling().Br, Bc = s.tiling().Bc, d = p.head_dim, dv = p.dv();
+  int64_t floats = Br * d + Bc * d + Bc * dv + Br * dv + 4 * Br;                            // Q_i, K_j, V_j, O_i; m, l, LSE, D
+  if (tiled::is_backward(s.order())) floats += Br * dv + Bc * d + Bc * dv + Br * d;        // dO_i, dK_j, dV_j, dQ_i
+  return 2 * static_cast<size_t>(floats) * sizeof(float) + 4096;
+}
+
 }  // namespace
 
 Session::Session(Settings s) : settings_(std::move(s)), problem_(settings_.problem()), version_(next_version()) {
@@ -88,10 +102,10 @@ Session::Session(Settings s) : settings_(std::move(s)), problem_(settings_.probl
       w.stepper = std::make_unique<tiled::Stepper>(problem_, in_.q, in_.k, in_.v, o_, lse_, in_.d_o, tiling, 0, 0, o);
     else
       w.stepper = std::make_unique<tiled::Stepper>(problem_, in_.q, in_.k, in_.v, tiling, o);
-    // Two walks share the history budget; 64 MiB each keeps thousands of undo steps at 64 x 64.
-    w.stepper->set_history_cap(size_t{64} << 20);
+    w.stepper->set_history_cap(kHistoryCap);
     walks_.push_back(std::move(w));
   }
+  undo_capacity_ = static_cast<int64_t>(kHistoryCap / undo_bytes_bound(primary().stepper->schedule(), problem_));
 
   // The simulator: this problem at the model's batch x heads, all algorithms, and
   // the speedup of each over standard attention against sequence length.
@@ -123,9 +137,11 @@ void Session::move_all(bool forward) {
   if (forward) {
     for (Walk& w : walks_) w.stepper->next_tile();
     if (!skipped_at(position())) ++computed_;
+    undo_depth_ = std::min(undo_depth_ + 1, undo_capacity_);
   } else {
     if (!skipped_at(position())) --computed_;
     for (Walk& w : walks_) w.stepper->prev_tile();
+    undo_depth_ = std::max<int64_t>(undo_depth_ - 1, 0);
   }
 }
 
@@ -149,11 +165,15 @@ void Session::back() { target_ = prev_stop(target_); }
 
 void Session::jump(int64_t tile) {
   target_ = std::clamp<int64_t>(tile, 0, steps());
-  // Far back: start over (O(N) to reset the buffers) and walk forward from there,
-  // rather than undoing tile by tile past the snapshots kept.
-  if (target_ < position() - 64) {
+  // Back: undo tile by tile (one tile of work each) while the Stepper surely
+  // still holds the snapshots (it needs one more than the steps undone) and
+  // that is cheaper than replaying; else start over (O(N) to reset the
+  // buffers) and walk forward to the target over the next frames.
+  const int64_t back = position() - target_;
+  if (back > 0 && (back + 1 > undo_depth_ || target_ <= back)) {
     for (Walk& w : walks_) w.stepper->seek(0);
     computed_ = 0;
+    undo_depth_ = 0;
     version_ = next_version();
   }
 }

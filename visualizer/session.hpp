@@ -85,11 +85,12 @@ class Session {
   // advance() approaches the target, at most `budget` of wall time per call.
   void step();
   void back();
-  void jump(int64_t tile);
+  void jump(int64_t tile);             // back: undone within the Stepper's history, else replayed from 0
   void jump_computed(int64_t n);      // to the state after the n-th computed (non-skipped) tile
   int64_t computed() const { return computed_; }  // non-skipped tiles done by the primary walk
   bool seeking() const { return target_ != position(); }
   int64_t target() const { return target_; }
+  int64_t undo_depth() const { return undo_depth_; }  // a jump back this far (less one) undoes instead of replaying
   void advance(std::chrono::duration<double> budget);
   // Changes whenever a walk moves (and differs between sessions): what the
   // heatmaps key their uploaded textures on.
@@ -124,6 +125,8 @@ class Session {
   int64_t target_ = 0;
   int64_t computed_ = 0;
   uint64_t version_ = 0;
+  int64_t undo_capacity_ = 0;  // steps the Steppers' undo history surely holds (history cap / a bound per step)
+  int64_t undo_depth_ = 0;     // of those, how many the walks have made since they last started over
   double play_debt_ = 0;  // fractional tiles owed by play
   std::chrono::steady_clock::time_point last_advance_{};
   sim::GpuSpec gpu_;
