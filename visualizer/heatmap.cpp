@@ -9,19 +9,6 @@
 
 namespace flashlab::viz {
 
-namespace {
-
-// Diverging map: negative blue, zero white-grey, positive red; -inf (masked) dark.
-ImU32 diverging(float v, float vmax) {
-  if (!std::isfinite(v)) return IM_COL32(kSkipped.r, kSkipped.g, kSkipped.b, 255);
-  const float t = std::clamp(vmax > 0 ? v / vmax : 0.0f, -1.0f, 1.0f);
-  const auto mix = [](float a, float b, float u) { return static_cast<int>(a + (b - a) * u); };
-  if (t >= 0) return IM_COL32(mix(235, 200, t), mix(235, 40, t), mix(235, 40, t), 255);
-  return IM_COL32(mix(235, 40, -t), mix(235, 90, -t), mix(235, 200, -t), 255);
-}
-
-}  // namespace
-
 HeatmapTexture::~HeatmapTexture() {
   if (tex_) glDeleteTextures(1, &tex_);
 }
@@ -36,7 +23,10 @@ void HeatmapTexture::update(const tiled::Tile& m, uint64_t version) {
       if (std::isfinite(m(r, c))) vmax_ = std::max(vmax_, std::fabs(m(r, c)));
   rgba_.resize(static_cast<size_t>(R * C));
   for (int64_t r = 0; r < R; ++r)
-    for (int64_t c = 0; c < C; ++c) rgba_[r * C + c] = diverging(m(r, c), vmax_);  // ImU32 is R, G, B, A in memory
+    for (int64_t c = 0; c < C; ++c) {
+      const Rgb x = diverging(m(r, c), vmax_);
+      rgba_[r * C + c] = IM_COL32(x.r, x.g, x.b, 255);  // ImU32 is R, G, B, A in memory
+    }
   if (!tex_) {
     glGenTextures(1, &tex_);
     glBindTexture(GL_TEXTURE_2D, tex_);

@@ -29,6 +29,10 @@ class HeatmapTexture {
   ImTextureID id() const { return reinterpret_cast<ImTextureID>(static_cast<intptr_t>(tex_)); }
   float vmax() const { return vmax_; }  // |value| that maps to full red or blue
   int64_t uploads() const { return uploads_; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  // Where the panel drew it in the last frame (screen pixels): what --dump writes for the test.
+  ImVec2 pos{0, 0}, size{0, 0};
 
  private:
   unsigned tex_ = 0;                   // GLuint

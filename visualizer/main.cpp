@@ -248,6 +248,9 @@ int main(int argc, char** argv) {
           j["framebuffer"] = {{"width", fw}, {"height", fh}};
           const ImVec2 d = ImGui::GetIO().DisplaySize;
           j["display"] = {{"width", d.x}, {"height", d.y}};
+          for (const auto& [name, h] : app.heatmaps)
+            j["heatmaps"][name] = {{"x0", h.pos.x}, {"y0", h.pos.y}, {"width", h.size.x}, {"height", h.size.y},
+                                   {"rows", h.rows()}, {"cols", h.cols()}, {"vmax", h.vmax()}};
           const std::string tmp = dump + ".tmp";
           std::ofstream(tmp) << j.dump(1) << "\n";
           std::filesystem::rename(tmp, dump);

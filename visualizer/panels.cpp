@@ -84,6 +84,7 @@ void Heatmap(const char* id, const tiled::Tile& m, HeatmapCache& heat, uint64_t 
   }
   HeatmapTexture& tex = heat[id];
   tex.update(m, version);
+  tex.pos = p0, tex.size = size;
   ImGui::Image(tex.id(), size);
   ImGui::GetWindowDrawList()->AddRect(p0, ImVec2(p0.x + size.x, p0.y + size.y), IM_COL32(150, 150, 150, 255));
   if (ImGui::IsItemHovered()) {

@@ -4,7 +4,9 @@
 //   the PNG    is at least 1280 x 720; the current tile's centre pixel, computed
 //              here from this run's (i, j) and the grid placement in the dump,
 //              has the "current" colour; a few other tiles (corners, first
-//              computed tile) have the colour their state here says;
+//              computed tile) have the colour their state here says; 25 cells
+//              of each heatmap (S_ij, O_i before/after; backward P_ij, dS_ij,
+//              dK_j, dV_j) have the colour of this run's value there;
 //   the dump   names the same tile after STEPS computed tiles, and its S_ij,
 //              per-row m, l, alpha, O_i before/after (backward: P_ij, dS_ij)
 //              and bytes per tensor equal this run's events exactly.
@@ -75,6 +77,40 @@ void expect_colour(const Image& img, int x, int y, viz::Rgb want, const std::str
                 got.g, got.b, want.r, want.g, want.b);
   if (near(got.r, want.r) && near(got.g, want.g) && near(got.b, want.b)) std::cout << "  " << b << "\n";
   else fail(b);
+}
+
+// A heatmap's cells (a 5 x 5 sample, corners included) have the colour of
+// this run's values under the shared colour map, at the scale this run's
+// values give: the texture holds the right numbers in the right places.
+void check_heatmap(const Image& img, const json& d, const std::string& name, const tiled::Tile* t) {
+  if (!t || t->rows() == 0 || t->cols() == 0) return;
+  if (!d.contains("heatmaps") || !d["heatmaps"].contains(name)) return fail(name + ": no heatmap placement in the dump");
+  const json& h = d["heatmaps"][name];
+  const int64_t R = t->rows(), C = t->cols();
+  if (h["rows"] != R || h["cols"] != C) return fail(name + ": heatmap is " + h["rows"].dump() + "x" + h["cols"].dump());
+  float vmax = 0;
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c)
+      if (std::isfinite((*t)(r, c))) vmax = std::max(vmax, std::fabs((*t)(r, c)));
+  if (h["vmax"].get<float>() != vmax) return fail(name + ": colour scale " + h["vmax"].dump() + ", expected " + std::to_string(vmax));
+  const float x0 = h["x0"], y0 = h["y0"], cw = h["width"].get<float>() / C, ch = h["height"].get<float>() / R;
+  if (cw < 3 || ch < 3) return;  // cells too small for a centre clear of the frame
+  int checked = 0;
+  for (int a = 0; a < 5; ++a)
+    for (int b = 0; b < 5; ++b) {
+      const int64_t r = (R - 1) * a / 4, c = (C - 1) * b / 4;
+      const int x = static_cast<int>(std::floor(x0 + (c + 0.5f) * cw)), y = static_cast<int>(std::floor(y0 + (r + 0.5f) * ch));
+      if (x < 0 || y < 0 || x >= img.w || y >= img.h) return fail(name + ": a cell lies outside the image");
+      const viz::Rgb want = viz::diverging((*t)(r, c), vmax), got = img.at(x, y);
+      if (std::abs(got.r - want.r) > 3 || std::abs(got.g - want.g) > 3 || std::abs(got.b - want.b) > 3) {
+        char b2[200];
+        std::snprintf(b2, sizeof b2, "%s[%lld, %lld] at pixel (%d, %d): rgb(%d,%d,%d), expected rgb(%d,%d,%d)",
+                      name.c_str(), (long long)r, (long long)c, x, y, got.r, got.g, got.b, want.r, want.g, want.b);
+        return fail(b2);
+      }
+      ++checked;
+    }
+  std::cout << "  " << name << " heatmap: " << checked << " cells have their value's colour\n";
 }
 
 }  // namespace
@@ -152,6 +188,17 @@ int main(int argc, char** argv) {
       if (e.kind == tiled::Event::Kind::rescale) Ob = &e.a, Oa = &e.b;
       if (e.kind == tiled::Event::Kind::gradients) P = &e.a, dS = &e.b;
       if (e.kind == tiled::Event::Kind::row_stats) rows = &e.rows;
+    }
+    if (&w == &d["walks"][0]) {  // the tile values panel shows the first walk: its heatmaps' pixels
+      check_heatmap(img, d, "S_ij", S);
+      check_heatmap(img, d, "O_i before", Ob);
+      check_heatmap(img, d, "O_i after", Oa);
+      check_heatmap(img, d, "P_ij", P);
+      check_heatmap(img, d, "dS_ij", dS);
+      if (tiled::is_backward(order) && t.kind != tiled::TileKind::skipped) {
+        check_heatmap(img, d, "dK_j", &st->sram().dK);
+        check_heatmap(img, d, "dV_j", &st->sram().dV);
+      }
     }
     compare_tile("S_ij", w["S"], S);
     compare_tile("O_i before", w["O_before"], Ob);
