@@ -25,6 +25,8 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <type_traits>
 #include <string>
 
 #include "cuda_check.hpp"
@@ -92,31 +94,43 @@ __device__ __forceinline__ void prob_grad(float& s, float& dp, float lse2, float
   }
 }
 
-// ---- 2. dK, dV (and dQ by atomics)
-constexpr int kBcKV = 64, kWarpsKV = 8, kThreadsKV = 32 * kWarpsKV;
+// dst[0] += x, dst[1] += y in global memory: one 8-byte atomic on sm_90, two 4-byte ones before.
+__device__ __forceinline__ void add_pair(float* dst, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(x, y));
+#else
+  atomicAdd(dst, x);
+  atomicAdd(dst + 1, y);
+#endif
+}
 
-template <int D, int kBr, typename T>
+// ---- 2. dK, dV (and dQ by atomics)
+constexpr int kWarpsKV = 8, kThreadsKV = 32 * kWarpsKV;
+
+template <int D, int kBc, int kBr, typename T>
 struct KVSmem {
-  T k[kBcKV * D], v[kBcKV * D];
+  T k[kBc * D], v[kBc * D];
   T q[2][kBr * D], d_o[2][kBr * D];
-  T p[kBcKV * kBr], ds[kBcKV * kBr];  // P^T, dS^T: (keys, queries)
+  T p[kBc * kBr], ds[kBc * kBr];  // P^T, dS^T: (keys, queries)
   float lse2[2][kBr], dsum[2][kBr];
 };
 
-template <int D, int kBr, typename T, bool kSoftcap>
+template <int D, int kBcKV, int kBr, typename T, bool kSoftcap>
 __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p) {
-  constexpr int kQ = kBr / 2;           // queries per warp in S^T
-  constexpr int kDh = D / 2;            // dK / dV columns per warp
+  constexpr int kKG = kBcKV / 16;       // S^T, dK, dV: warps along the keys (16 each) ...
+  constexpr int kCH = kWarpsKV / kKG;   // ... and along the queries (S^T) or head_dim (dK, dV)
+  constexpr int kQ = kBr / kCH;         // queries per warp in S^T
+  constexpr int kDh = D / kCH;          // dK / dV columns per warp
   constexpr int kWM = kBr / 16;         // dQ: warps along the query rows ...
   constexpr int kWN = kWarpsKV / kWM;   // ... and along head_dim
   constexpr int kDq = D / kWN;          // dQ columns per warp
   static_assert(kQ % 16 == 0 && kDh % 16 == 0 && kDq % 16 == 0, "tile shapes");
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  auto& sm = *reinterpret_cast<KVSmem<D, kBr, T>*>(smem_raw);
+  auto& sm = *reinterpret_cast<KVSmem<D, kBcKV, kBr, T>*>(smem_raw);
 
   const int j = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tc = (lane % 4) * 2;
-  const int wr = warp % 4, wc = warp / 4;  // S^T, dK, dV: key group (16 keys), half (queries / head_dim)
+  const int wr = warp % kKG, wc = warp / kKG;  // S^T, dK, dV: key group (16 keys), query / head_dim part
   const Sequence s = sequence_of(p, b);
   const int key0 = j * kBcKV;
   if (key0 >= s.sk) return;
@@ -135,8 +149,8 @@ __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p
     const int h = g * group + t / n_i, i = i_begin + t % n_i;
     const T* q = static_cast<const T*>(p.q) + s.q_base + h * p.q_head_stride;
     const T* d_o = static_cast<const T*>(p.d_o) + s.o_base + h * p.o_head_stride;
-    load_tile<D, kThreadsKV>(sm.q[stage], q, p.q_row_stride, i * kBr, s.sq, kBr);
-    load_tile<D, kThreadsKV>(sm.d_o[stage], d_o, p.o_row_stride, i * kBr, s.sq, kBr);
+    load_tile<D, kThreadsKV, kBr>(sm.q[stage], q, p.q_row_stride, i * kBr, s.sq);
+    load_tile<D, kThreadsKV, kBr>(sm.d_o[stage], d_o, p.o_row_stride, i * kBr, s.sq);
     if (threadIdx.x < 2 * kBr) {  // rows past sq: LSE2 = 0 and D = 0 with Q = dO = 0 give P dO = dS = 0
       const int r = threadIdx.x % kBr, row = i * kBr + r;
       const bool ok = row < s.sq;
@@ -151,8 +165,8 @@ __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p
   zero(acc_dv);
   zero(acc_dk);
   if (steps > 0) {
-    load_tile<D, kThreadsKV>(sm.k, k, p.k_row_stride, key0, s.sk, kBcKV);
-    load_tile<D, kThreadsKV>(sm.v, v, p.v_row_stride, key0, s.sk, kBcKV);
+    load_tile<D, kThreadsKV, kBcKV>(sm.k, k, p.k_row_stride, key0, s.sk);
+    load_tile<D, kThreadsKV, kBcKV>(sm.v, v, p.v_row_stride, key0, s.sk);
     load_step(0, 0);
   }
   // This thread's keys in S^T, and its queries' offset within the block.
@@ -258,10 +272,7 @@ __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p
         if (row >= s.sq) continue;
         float* dst = sc.dq_accum + ((s.row_base + row) * p.heads_q + h) * D + qn * kDq + tc;
 #pragma unroll
-        for (int n = 0; n < kDq / 8; ++n) {
-          atomicAdd(dst + n * 8, acc_dq[n][2 * r]);
-          atomicAdd(dst + n * 8 + 1, acc_dq[n][2 * r + 1]);
-        }
+        for (int n = 0; n < kDq / 8; ++n) add_pair(dst + n * 8, acc_dq[n][2 * r], acc_dq[n][2 * r + 1]);
       }
     }
   }
@@ -327,10 +338,10 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
   zero(acc_dq);
 
   if (j_begin < j_end) {
-    load_tile<D, kThreadsQ>(sQ, q, p.q_row_stride, row0, s.sq, kBrQ);
-    load_tile<D, kThreadsQ>(sdO, d_o, p.o_row_stride, row0, s.sq, kBrQ);
-    load_tile<D, kThreadsQ>(sK, k, p.k_row_stride, j_begin * kBc, s.sk, kBc);
-    load_tile<D, kThreadsQ>(sV, v, p.v_row_stride, j_begin * kBc, s.sk, kBc);
+    load_tile<D, kThreadsQ, kBrQ>(sQ, q, p.q_row_stride, row0, s.sq);
+    load_tile<D, kThreadsQ, kBrQ>(sdO, d_o, p.o_row_stride, row0, s.sq);
+    load_tile<D, kThreadsQ, kBc>(sK, k, p.k_row_stride, j_begin * kBc, s.sk);
+    load_tile<D, kThreadsQ, kBc>(sV, v, p.v_row_stride, j_begin * kBc, s.sk);
     cp_async_commit();
   }
   for (int j = j_begin; j < j_end; ++j) {
@@ -338,8 +349,8 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
     cp_async_wait<0>();
     __syncthreads();
     if (j + 1 < j_end) {
-      load_tile<D, kThreadsQ>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, (j + 1) * kBc, s.sk, kBc);
-      load_tile<D, kThreadsQ>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, s.sk, kBc);
+      load_tile<D, kThreadsQ, kBc>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, (j + 1) * kBc, s.sk);
+      load_tile<D, kThreadsQ, kBc>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, s.sk);
       cp_async_commit();
     }
     const T* tK = sK + stage * kBc * D;
@@ -422,12 +433,22 @@ __global__ void convert_dq_kernel(const BackwardParams p) {
 template <int D>
 struct Config {
   static constexpr int kBrKV = D <= 128 ? 64 : 32;  // d = 256: dK and dV alone take 128 registers a thread
+  static constexpr int kBcKV = D <= 128 ? 128 : 64;
   static constexpr int kBcQ = D <= 128 ? 64 : 32;
 };
 
 template <typename Kernel>
 void allow_smem(Kernel kernel, size_t bytes) {
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+template <int D, int kBc, int kBr, typename T>
+void launch_dkdv(const BackwardParams& p, bool cap, cudaStream_t stream) {
+  constexpr size_t smem = sizeof(KVSmem<D, kBc, kBr, T>);
+  auto kernel = cap ? dkdv_kernel<D, kBc, kBr, T, true> : dkdv_kernel<D, kBc, kBr, T, false>;
+  allow_smem(kernel, smem);
+  kernel<<<dim3((p.seqlen_k + kBc - 1) / kBc, p.heads_kv, p.batch), kThreadsKV, smem, stream>>>(p);
+  FLASHLAB_CUDA_LAUNCHED();
 }
 
 template <int D, typename T>
@@ -442,12 +463,16 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
   preprocess_kernel<T><<<dim3((p.seqlen_q + 7) / 8, p.heads_q, p.batch), 256, 0, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
 
-  constexpr size_t kv_smem = sizeof(KVSmem<D, C::kBrKV, T>);
   const bool cap = p.softcap > 0.f;
-  auto dkdv = cap ? dkdv_kernel<D, C::kBrKV, T, true> : dkdv_kernel<D, C::kBrKV, T, false>;
-  allow_smem(dkdv, kv_smem);
-  dkdv<<<dim3((p.seqlen_k + kBcKV - 1) / kBcKV, p.heads_kv, p.batch), kThreadsKV, kv_smem, stream>>>(p);
-  FLASHLAB_CUDA_LAUNCHED();
+  // FLASHLAB_FA2_BWD_SHAPE=1 (bf16, d <= 128): the v1 shape, 64 keys a CTA (a development knob).
+  static const bool v1_shape = [] {
+    const char* e = std::getenv("FLASHLAB_FA2_BWD_SHAPE");
+    return e && std::atoi(e) == 1;
+  }();
+  if (std::is_same_v<T, __nv_bfloat16> && D <= 128 && v1_shape)
+    launch_dkdv<D, 64, C::kBrKV, T>(p, cap, stream);
+  else
+    launch_dkdv<D, C::kBcKV, C::kBrKV, T>(p, cap, stream);
 
   if (p.deterministic) {
     constexpr size_t q_smem = size_t(2 * kBrQ + 4 * C::kBcQ) * D * sizeof(T);

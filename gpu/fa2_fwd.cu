@@ -32,6 +32,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
 
 #include "cuda_check.hpp"
 #include "kernels.hpp"
@@ -108,9 +109,9 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   uint32_t q_frag[S::kQRegs ? D / 16 : 1][kMT][4];  // Q's A fragments, when kept in registers
 
   if (j_begin < j_end) {
-    load_tile<D, kThreads>(sQ, q, p.q_row_stride, row0, sq, kBr);
-    load_tile<D, kThreads>(sK, k, p.k_row_stride, j_begin * kBc, sk, kBc);
-    load_tile<D, kThreads>(sV, v, p.v_row_stride, j_begin * kBc, sk, kBc);
+    load_tile<D, kThreads, kBr>(sQ, q, p.q_row_stride, row0, sq);
+    load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, j_begin * kBc, sk);
+    load_tile<D, kThreads, kBc>(sV, v, p.v_row_stride, j_begin * kBc, sk);
     cp_async_commit();
   }
 
@@ -119,8 +120,8 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
     cp_async_wait<0>();
     __syncthreads();  // tile j is in shared memory for every warp; every warp is done with tile j - 1
     if (kStages == 2 && j + 1 < j_end) {  // prefetch tile j + 1 into the other stage while computing j
-      load_tile<D, kThreads>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, (j + 1) * kBc, sk, kBc);
-      load_tile<D, kThreads>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, sk, kBc);
+      load_tile<D, kThreads, kBc>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, (j + 1) * kBc, sk);
+      load_tile<D, kThreads, kBc>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, sk);
       cp_async_commit();
     }
     const T* tK = sK + stage * kBc * D;
@@ -239,8 +240,8 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
     }
     if (kStages == 1) __syncthreads();  // single stage: everyone done before the next load overwrites
     if (kStages == 1 && j + 1 < j_end) {
-      load_tile<D, kThreads>(sK, k, p.k_row_stride, (j + 1) * kBc, sk, kBc);
-      load_tile<D, kThreads>(sV, v, p.v_row_stride, (j + 1) * kBc, sk, kBc);
+      load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, (j + 1) * kBc, sk);
+      load_tile<D, kThreads, kBc>(sV, v, p.v_row_stride, (j + 1) * kBc, sk);
       cp_async_commit();
     }
   }
@@ -266,13 +267,14 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
     }
 }
 
-// Tile shapes per head dim, and why:
-//   one MMA row tile per warp (Br = 64): two (kMT = 2, Br = 128) feed each K/V fragment to two MMAs,
-//     but take 248-255 registers a thread, halve the CTAs an SM holds and ran slower on an H200
-//     (v2 below); d = 256 could not afford it anyway (its O accumulator alone is 128 registers).
-//   two K/V stages for d <= 128 to hide the loads; one for d = 256, to fit A100's shared memory too.
+// Tile shapes per head dim, and why (H200 timings in the version index):
+//   d <= 128: two MMA row tiles per warp (kMT = 2, Br = 128): each K/V fragment read from shared memory
+//     feeds two MMAs, halving ldmatrix traffic per MMA; it takes 228-255 registers, so an SM holds two
+//     CTAs of four warps. Two K/V stages hide the loads.
+//   d = 256: one row tile per warp (its O accumulator alone is 128 registers) and one K/V stage, so
+//     that Q and K/V fit A100's shared memory too.
 template <int D>
-using Default = Shape<D, 4, 1, 64, D <= 128 ? 2 : 1, false>;
+using Default = std::conditional_t<D <= 128, Shape<D, 4, 2, 64, 2, false>, Shape<D, 4, 1, 64, 1, false>>;
 
 template <class S, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
@@ -284,8 +286,8 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   FLASHLAB_CUDA_LAUNCHED();
 }
 
-// Experimental shapes for bf16 at d = 64 and 128, picked with FLASHLAB_FA2_FWD_SHAPE=N (a development
-// knob for timing them side by side in one process; unset or 0: Default).
+// Experimental shapes for bf16, picked with FLASHLAB_FA2_FWD_SHAPE=N: a development knob for timing
+// them side by side in one process (unset or 0: Default).
 template <int D>
 bool launch_experiment(const AttentionParams& p, cudaStream_t stream) {
   static const int which = [] {
@@ -293,13 +295,20 @@ bool launch_experiment(const AttentionParams& p, cudaStream_t stream) {
     return e ? std::atoi(e) : 0;
   }();
   using T = __nv_bfloat16;
-  switch (which) {
-    case 1: launch<Shape<D, 4, 2, 64, 2, false>, T>(p, stream); return true;  // Br = 128, two row tiles a warp
-    case 2: launch<Shape<D, 8, 1, 64, 2, false>, T>(p, stream); return true;  // Br = 128, eight warps
-    case 3: launch<Shape<D, 4, 1, 64, 2, true>, T>(p, stream); return true;   // Q in registers
-    case 4: launch<Shape<D, 8, 1, 64, 2, true>, T>(p, stream); return true;   // eight warps, Q in registers
-    default: return false;
+  if constexpr (D <= 128) {
+    switch (which) {
+      case 1: launch<Shape<D, 4, 1, 64, 2, false>, T>(p, stream); return true;  // v3: Br = 64
+      case 2: launch<Shape<D, 8, 1, 64, 2, false>, T>(p, stream); return true;  // Br = 128, eight warps
+      case 3: launch<Shape<D, 4, 2, 32, 2, false>, T>(p, stream); return true;  // Bc = 32
+    }
+  } else {
+    switch (which) {
+      case 1: launch<Shape<D, 4, 1, 64, 2, false>, T>(p, stream); return true;  // two K/V stages (160 KiB)
+      case 2: launch<Shape<D, 4, 1, 32, 2, false>, T>(p, stream); return true;  // Bc = 32, two stages
+      case 3: launch<Shape<D, 4, 1, 32, 1, false>, T>(p, stream); return true;  // Bc = 32, one stage
+    }
   }
+  return false;
 }
 
 template <typename T>
@@ -307,6 +316,7 @@ void dispatch_dim(const AttentionParams& p, cudaStream_t stream) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     if (p.head_dim == 64 && launch_experiment<64>(p, stream)) return;
     if (p.head_dim == 128 && launch_experiment<128>(p, stream)) return;
+    if (p.head_dim == 256 && launch_experiment<256>(p, stream)) return;
   }
   switch (p.head_dim) {
     case 64: return launch<Default<64>, T>(p, stream);
