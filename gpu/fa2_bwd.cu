@@ -94,10 +94,11 @@ __device__ __forceinline__ void prob_grad(float& s, float& dp, float lse2, float
   }
 }
 
-// dst[0] += x, dst[1] += y in global memory: one 8-byte atomic on sm_90, two 4-byte ones before.
+// dst[0] += x, dst[1] += y in global memory, returning nothing (a reduction, not an atomic that waits
+// for the old value): one 8-byte operation on sm_90, two 4-byte ones before.
 __device__ __forceinline__ void add_pair(float* dst, float x, float y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(x, y));
+  asm volatile("red.relaxed.gpu.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(dst), "f"(x), "f"(y) : "memory");
 #else
   atomicAdd(dst, x);
   atomicAdd(dst + 1, y);
@@ -432,10 +433,16 @@ __global__ void convert_dq_kernel(const BackwardParams p) {
 // ---- launch
 template <int D>
 struct Config {
-  static constexpr int kBrKV = D <= 128 ? 64 : 32;  // d = 256: dK and dV alone take 128 registers a thread
-  static constexpr int kBcKV = D <= 128 ? 128 : 64;
   static constexpr int kBcQ = D <= 128 ? 64 : 32;
 };
+
+// The opt-in shared memory per block of the current device (227 KiB on sm_90, 163 KiB on A100).
+size_t max_smem_per_block() {
+  int dev = 0, bytes = 0;
+  FLASHLAB_CUDA(cudaGetDevice(&dev));
+  FLASHLAB_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return size_t(bytes);
+}
 
 template <typename Kernel>
 void allow_smem(Kernel kernel, size_t bytes) {
@@ -464,15 +471,22 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
   FLASHLAB_CUDA_LAUNCHED();
 
   const bool cap = p.softcap > 0.f;
+  // d = 256 takes 64 query rows a step where shared memory allows (208 KiB: sm_90), else 32 (sm_80).
   // FLASHLAB_FA2_BWD_SHAPE=1 (bf16, d <= 128): the v1 shape, 64 keys a CTA (a development knob).
-  static const bool v1_shape = [] {
+  static const int shape = [] {
     const char* e = std::getenv("FLASHLAB_FA2_BWD_SHAPE");
-    return e && std::atoi(e) == 1;
+    return e ? std::atoi(e) : 0;
   }();
-  if (std::is_same_v<T, __nv_bfloat16> && D <= 128 && v1_shape)
-    launch_dkdv<D, 64, C::kBrKV, T>(p, cap, stream);
-  else
-    launch_dkdv<D, C::kBcKV, C::kBrKV, T>(p, cap, stream);
+  if constexpr (D == 256) {
+    if (max_smem_per_block() >= sizeof(KVSmem<D, 64, 64, T>))
+      launch_dkdv<D, 64, 64, T>(p, cap, stream);
+    else
+      launch_dkdv<D, 64, 32, T>(p, cap, stream);
+  } else if (std::is_same_v<T, __nv_bfloat16> && shape == 1) {
+    launch_dkdv<D, 64, 64, T>(p, cap, stream);
+  } else {  // d <= 128: 128 keys a CTA, 64 query rows a step
+    launch_dkdv<D, 128, 64, T>(p, cap, stream);
+  }
 
   if (p.deterministic) {
     constexpr size_t q_smem = size_t(2 * kBrQ + 4 * C::kBcQ) * D * sizeof(T);
