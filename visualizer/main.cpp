@@ -268,7 +268,7 @@ int main(int argc, char** argv) {
     // 7. present
     glfwSwapBuffers(win);
     clock.lap(4);
-    clock.end_frame(frame > 0);  // the first frame builds the fonts and windows
+    clock.end_frame(timing && frame > 0);  // kept only for --play-frames; the first frame builds the fonts
     if (timing && static_cast<int>(clock.frames()) >= play_frames) {
       std::printf("flashlab-viz: %zu frames playing at %.0f tiles/s: %s; %lld tiles stepped (Tr x Tc = %lld x %lld)\n",
                   clock.frames(), speed, clock.report().c_str(),
