@@ -116,22 +116,23 @@ struct KVSmem {
   float lse2[2][kBr], dsum[2][kBr];
 };
 
-template <int D, int kBcKV, int kBr, typename T, bool kSoftcap>
+// kKT: 16-key MMA tiles per warp (a Q / dO fragment read from shared memory feeds kKT MMAs).
+template <int D, int kBcKV, int kBr, int kKT, typename T, bool kSoftcap>
 __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p) {
-  constexpr int kKG = kBcKV / 16;       // S^T, dK, dV: warps along the keys (16 each) ...
-  constexpr int kCH = kWarpsKV / kKG;   // ... and along the queries (S^T) or head_dim (dK, dV)
-  constexpr int kQ = kBr / kCH;         // queries per warp in S^T
-  constexpr int kDh = D / kCH;          // dK / dV columns per warp
-  constexpr int kWM = kBr / 16;         // dQ: warps along the query rows ...
-  constexpr int kWN = kWarpsKV / kWM;   // ... and along head_dim
-  constexpr int kDq = D / kWN;          // dQ columns per warp
-  static_assert(kQ % 16 == 0 && kDh % 16 == 0 && kDq % 16 == 0, "tile shapes");
+  constexpr int kKG = kBcKV / (16 * kKT);  // S^T, dK, dV: warps along the keys (16 kKT each) ...
+  constexpr int kCH = kWarpsKV / kKG;      // ... and along the queries (S^T) or head_dim (dK, dV)
+  constexpr int kQ = kBr / kCH;            // queries per warp in S^T
+  constexpr int kDh = D / kCH;             // dK / dV columns per warp
+  constexpr int kWM = kBr / 16;            // dQ: warps along the query rows ...
+  constexpr int kWN = kWarpsKV / kWM;      // ... and along head_dim
+  constexpr int kDq = D / kWN;             // dQ columns per warp
+  static_assert(kKG * kCH == kWarpsKV && kQ % 16 == 0 && kDh % 16 == 0 && kDq % 16 == 0, "tile shapes");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<KVSmem<D, kBcKV, kBr, T>*>(smem_raw);
 
   const int j = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tc = (lane % 4) * 2;
-  const int wr = warp % kKG, wc = warp / kKG;  // S^T, dK, dV: key group (16 keys), query / head_dim part
+  const int wr = warp % kKG, wc = warp / kKG;  // S^T, dK, dV: key group, query / head_dim part
   const Sequence s = sequence_of(p, b);
   const int key0 = j * kBcKV;
   if (key0 >= s.sk) return;
@@ -162,16 +163,19 @@ __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p
     cp_async_commit();
   };
 
-  float acc_dv[kDh / 8][4], acc_dk[kDh / 8][4];
-  zero(acc_dv);
-  zero(acc_dk);
+  float acc_dv[kKT][kDh / 8][4], acc_dk[kKT][kDh / 8][4];
+#pragma unroll
+  for (int mt = 0; mt < kKT; ++mt) {
+    zero(acc_dv[mt]);
+    zero(acc_dk[mt]);
+  }
   if (steps > 0) {
     load_tile<D, kThreadsKV, kBcKV>(sm.k, k, p.k_row_stride, key0, s.sk);
     load_tile<D, kThreadsKV, kBcKV>(sm.v, v, p.v_row_stride, key0, s.sk);
     load_step(0, 0);
   }
-  // This thread's keys in S^T, and its queries' offset within the block.
-  const int my_key[2] = {key0 + wr * 16 + gr, key0 + wr * 16 + gr + 8};
+  // This thread's rows of S^T (keys, local to the block): tile mt, accumulator half r.
+  auto key_of = [&](int mt, int r) { return (wr * kKT + mt) * 16 + gr + 8 * r; };
 
   for (int t = 0; t < steps; ++t) {
     const int stage = t & 1, h = g * group + t / n_i, i = i_begin + t % n_i, row0 = i * kBr;
@@ -181,72 +185,93 @@ __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p
     const T* sQ = sm.q[stage];
     const T* sdO = sm.d_o[stage];
 
-    // S^T = K_j Q_i^T and dP^T = V_j dO_i^T for this warp's 16 keys x kQ queries.
-    float acc_s[kQ / 8][4], acc_dp[kQ / 8][4];
-    zero(acc_s);
-    zero(acc_dp);
+    // S^T = K_j Q_i^T and dP^T = V_j dO_i^T for this warp's 16 kKT keys x kQ queries.
+    float acc_s[kKT][kQ / 8][4], acc_dp[kKT][kQ / 8][4];
+#pragma unroll
+    for (int mt = 0; mt < kKT; ++mt) {
+      zero(acc_s[mt]);
+      zero(acc_dp[mt]);
+    }
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t ak[4], av[4];
-      load_a<D>(ak, sm.k, wr * 16, kk * 16, lane);
-      load_a<D>(av, sm.v, wr * 16, kk * 16, lane);
+      uint32_t ak[kKT][4], av[kKT][4];
+#pragma unroll
+      for (int mt = 0; mt < kKT; ++mt) {
+        load_a<D>(ak[mt], sm.k, (wr * kKT + mt) * 16, kk * 16, lane);
+        load_a<D>(av[mt], sm.v, (wr * kKT + mt) * 16, kk * 16, lane);
+      }
 #pragma unroll
       for (int n = 0; n < kQ / 16; ++n) {
         uint32_t bq[4], bo[4];
         load_b<D>(bq, sQ, wc * kQ + n * 16, kk * 16, lane);
         load_b<D>(bo, sdO, wc * kQ + n * 16, kk * 16, lane);
-        mma_16816<T>(acc_s[2 * n], ak, bq[0], bq[1]);
-        mma_16816<T>(acc_s[2 * n + 1], ak, bq[2], bq[3]);
-        mma_16816<T>(acc_dp[2 * n], av, bo[0], bo[1]);
-        mma_16816<T>(acc_dp[2 * n + 1], av, bo[2], bo[3]);
+#pragma unroll
+        for (int mt = 0; mt < kKT; ++mt) {
+          mma_16816<T>(acc_s[mt][2 * n], ak[mt], bq[0], bq[1]);
+          mma_16816<T>(acc_s[mt][2 * n + 1], ak[mt], bq[2], bq[3]);
+          mma_16816<T>(acc_dp[mt][2 * n], av[mt], bo[0], bo[1]);
+          mma_16816<T>(acc_dp[mt][2 * n + 1], av[mt], bo[2], bo[3]);
+        }
       }
     }
 
     // P^T and dS^T (in place of S^T and dP^T), masked where the tile crosses the mask's edge.
 #pragma unroll
-    for (int n = 0; n < kQ / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int qc = wc * kQ + n * 8 + tc + (e & 1);
-        prob_grad<kSoftcap>(acc_s[n][e], acc_dp[n][e], sm.lse2[stage][qc], sm.dsum[stage][qc], p);
-      }
-    const int last_row = min(row0 + kBr, s.sq) - 1;
-    if (!(key0 >= col_begin(last_row, s.sq, s.sk, p.window_left) &&
-          key0 + kBcKV <= col_end(row0, s.sq, s.sk, p.window_right))) {
+    for (int mt = 0; mt < kKT; ++mt)
 #pragma unroll
       for (int n = 0; n < kQ / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int row = row0 + wc * kQ + n * 8 + tc + (e & 1), key = my_key[e / 2];
-          if (key < col_begin(row, s.sq, s.sk, p.window_left) || key >= col_end(row, s.sq, s.sk, p.window_right))
-            acc_s[n][e] = acc_dp[n][e] = 0.f;
+          const int qc = wc * kQ + n * 8 + tc + (e & 1);
+          prob_grad<kSoftcap>(acc_s[mt][n][e], acc_dp[mt][n][e], sm.lse2[stage][qc], sm.dsum[stage][qc], p);
         }
+    const int last_row = min(row0 + kBr, s.sq) - 1;
+    if (!(key0 >= col_begin(last_row, s.sq, s.sk, p.window_left) &&
+          key0 + kBcKV <= col_end(row0, s.sq, s.sk, p.window_right))) {
+#pragma unroll
+      for (int mt = 0; mt < kKT; ++mt)
+#pragma unroll
+        for (int n = 0; n < kQ / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = row0 + wc * kQ + n * 8 + tc + (e & 1), key = key0 + key_of(mt, e / 2);
+            if (key < col_begin(row, s.sq, s.sk, p.window_left) || key >= col_end(row, s.sq, s.sk, p.window_right))
+              acc_s[mt][n][e] = acc_dp[mt][n][e] = 0.f;
+          }
     }
 #pragma unroll
-    for (int n = 0; n < kQ / 8; ++n)
+    for (int mt = 0; mt < kKT; ++mt)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {  // c0, c1: key gr; c2, c3: key gr + 8
-        const int at = swizzled<kBr>(wr * 16 + gr + 8 * r, wc * kQ + n * 8 + tc);
-        *reinterpret_cast<uint32_t*>(&sm.p[at]) = pack2<T>(acc_s[n][2 * r], acc_s[n][2 * r + 1]);
-        *reinterpret_cast<uint32_t*>(&sm.ds[at]) = pack2<T>(acc_dp[n][2 * r], acc_dp[n][2 * r + 1]);
-      }
+      for (int n = 0; n < kQ / 8; ++n)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {  // c0, c1: key gr; c2, c3: key gr + 8
+          const int at = swizzled<kBr>(key_of(mt, r), wc * kQ + n * 8 + tc);
+          *reinterpret_cast<uint32_t*>(&sm.p[at]) = pack2<T>(acc_s[mt][n][2 * r], acc_s[mt][n][2 * r + 1]);
+          *reinterpret_cast<uint32_t*>(&sm.ds[at]) = pack2<T>(acc_dp[mt][n][2 * r], acc_dp[mt][n][2 * r + 1]);
+        }
     __syncthreads();  // P^T and dS^T complete
 
-    // dV_j += P^T dO_i and dK_j += dS^T Q_i: 16 keys x kDh columns per warp.
+    // dV_j += P^T dO_i and dK_j += dS^T Q_i: 16 kKT keys x kDh columns per warp.
 #pragma unroll
     for (int kk = 0; kk < kBr / 16; ++kk) {
-      uint32_t ap[4], ads[4];
-      load_a<kBr>(ap, sm.p, wr * 16, kk * 16, lane);
-      load_a<kBr>(ads, sm.ds, wr * 16, kk * 16, lane);
+      uint32_t ap[kKT][4], ads[kKT][4];
+#pragma unroll
+      for (int mt = 0; mt < kKT; ++mt) {
+        load_a<kBr>(ap[mt], sm.p, (wr * kKT + mt) * 16, kk * 16, lane);
+        load_a<kBr>(ads[mt], sm.ds, (wr * kKT + mt) * 16, kk * 16, lane);
+      }
 #pragma unroll
       for (int n = 0; n < kDh / 16; ++n) {
         uint32_t bo[4], bq[4];
         load_b_trans<D>(bo, sdO, wc * kDh + n * 16, kk * 16, lane);
         load_b_trans<D>(bq, sQ, wc * kDh + n * 16, kk * 16, lane);
-        mma_16816<T>(acc_dv[2 * n], ap, bo[0], bo[1]);
-        mma_16816<T>(acc_dv[2 * n + 1], ap, bo[2], bo[3]);
-        mma_16816<T>(acc_dk[2 * n], ads, bq[0], bq[1]);
-        mma_16816<T>(acc_dk[2 * n + 1], ads, bq[2], bq[3]);
+#pragma unroll
+        for (int mt = 0; mt < kKT; ++mt) {
+          mma_16816<T>(acc_dv[mt][2 * n], ap[mt], bo[0], bo[1]);
+          mma_16816<T>(acc_dv[mt][2 * n + 1], ap[mt], bo[2], bo[3]);
+          mma_16816<T>(acc_dk[mt][2 * n], ads[mt], bq[0], bq[1]);
+          mma_16816<T>(acc_dk[mt][2 * n + 1], ads[mt], bq[2], bq[3]);
+        }
       }
     }
 
@@ -282,18 +307,20 @@ __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p
   T* dk = static_cast<T*>(p.dk) + s.k_base + g * p.k_head_stride;
   T* dv = static_cast<T*>(p.dv) + s.v_base + g * p.v_head_stride;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = my_key[r];
-    if (key >= s.sk) continue;
+  for (int mt = 0; mt < kKT; ++mt)
 #pragma unroll
-    for (int n = 0; n < kDh / 8; ++n) {
-      const int col = wc * kDh + n * 8 + tc;
-      *reinterpret_cast<uint32_t*>(dk + int64_t(key) * p.k_row_stride + col) =
-          pack2<T>(acc_dk[n][2 * r], acc_dk[n][2 * r + 1]);
-      *reinterpret_cast<uint32_t*>(dv + int64_t(key) * p.v_row_stride + col) =
-          pack2<T>(acc_dv[n][2 * r], acc_dv[n][2 * r + 1]);
+    for (int r = 0; r < 2; ++r) {
+      const int key = key0 + key_of(mt, r);
+      if (key >= s.sk) continue;
+#pragma unroll
+      for (int n = 0; n < kDh / 8; ++n) {
+        const int col = wc * kDh + n * 8 + tc;
+        *reinterpret_cast<uint32_t*>(dk + int64_t(key) * p.k_row_stride + col) =
+            pack2<T>(acc_dk[mt][n][2 * r], acc_dk[mt][n][2 * r + 1]);
+        *reinterpret_cast<uint32_t*>(dv + int64_t(key) * p.v_row_stride + col) =
+            pack2<T>(acc_dv[mt][n][2 * r], acc_dv[mt][n][2 * r + 1]);
+      }
     }
-  }
 }
 
 // ---- 3. dQ without atomics (deterministic): Q outer, as the forward
@@ -449,10 +476,10 @@ void allow_smem(Kernel kernel, size_t bytes) {
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
-template <int D, int kBc, int kBr, typename T>
+template <int D, int kBc, int kBr, typename T, int kKT>
 void launch_dkdv(const BackwardParams& p, bool cap, cudaStream_t stream) {
   constexpr size_t smem = sizeof(KVSmem<D, kBc, kBr, T>);
-  auto kernel = cap ? dkdv_kernel<D, kBc, kBr, T, true> : dkdv_kernel<D, kBc, kBr, T, false>;
+  auto kernel = cap ? dkdv_kernel<D, kBc, kBr, kKT, T, true> : dkdv_kernel<D, kBc, kBr, kKT, T, false>;
   allow_smem(kernel, smem);
   kernel<<<dim3((p.seqlen_k + kBc - 1) / kBc, p.heads_kv, p.batch), kThreadsKV, smem, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
@@ -471,21 +498,27 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
   FLASHLAB_CUDA_LAUNCHED();
 
   const bool cap = p.softcap > 0.f;
-  // d = 256 takes 64 query rows a step where shared memory allows (208 KiB: sm_90), else 32 (sm_80).
-  // FLASHLAB_FA2_BWD_SHAPE=1 (bf16, d <= 128): the v1 shape, 64 keys a CTA (a development knob).
+  // Two 16-key MMA tiles a warp, so each Q / dO fragment feeds two MMAs. d = 256 takes 64 query rows a
+  // step where shared memory allows (208 KiB: sm_90), else 32 with one key tile a warp (sm_80).
+  // FLASHLAB_FA2_BWD_SHAPE=1 (bf16; a development knob): v1's shape, one key tile a warp (and 64 keys a
+  // CTA for d <= 128).
   static const int shape = [] {
     const char* e = std::getenv("FLASHLAB_FA2_BWD_SHAPE");
     return e ? std::atoi(e) : 0;
   }();
+  const bool v1 = std::is_same_v<T, __nv_bfloat16> && shape == 1;
   if constexpr (D == 256) {
-    if (max_smem_per_block() >= sizeof(KVSmem<D, 64, 64, T>))
-      launch_dkdv<D, 64, 64, T>(p, cap, stream);
+    if (max_smem_per_block() < sizeof(KVSmem<D, 64, 64, T>))
+      launch_dkdv<D, 64, 32, T, 1>(p, cap, stream);
+    else if (v1)
+      launch_dkdv<D, 64, 64, T, 1>(p, cap, stream);
     else
-      launch_dkdv<D, 64, 32, T>(p, cap, stream);
-  } else if (std::is_same_v<T, __nv_bfloat16> && shape == 1) {
-    launch_dkdv<D, 64, 64, T>(p, cap, stream);
-  } else {  // d <= 128: 128 keys a CTA, 64 query rows a step
-    launch_dkdv<D, 128, 64, T>(p, cap, stream);
+      launch_dkdv<D, 64, 64, T, 2>(p, cap, stream);
+  } else {
+    if (v1)
+      launch_dkdv<D, 64, 64, T, 1>(p, cap, stream);
+    else
+      launch_dkdv<D, 128, 64, T, 2>(p, cap, stream);
   }
 
   if (p.deterministic) {

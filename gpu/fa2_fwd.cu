@@ -306,6 +306,7 @@ bool launch_experiment(const AttentionParams& p, cudaStream_t stream) {
       case 1: launch<Shape<D, 4, 1, 64, 2, false>, T>(p, stream); return true;  // two K/V stages (160 KiB)
       case 2: launch<Shape<D, 4, 1, 32, 2, false>, T>(p, stream); return true;  // Bc = 32, two stages
       case 3: launch<Shape<D, 4, 1, 32, 1, false>, T>(p, stream); return true;  // Bc = 32, one stage
+      case 4: launch<Shape<D, 8, 1, 64, 1, false>, T>(p, stream); return true;  // Br = 128, eight warps
     }
   }
   return false;
