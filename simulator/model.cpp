@@ -123,8 +123,8 @@ double unique_bytes(const Problem& p, TensorId t, int64_t sq, int64_t sk, bool s
 // ---- time of a fused kernel -------------------------------------------------------------------------
 // A fused kernel's compute time is the time its CTAs take on the SMs' CTA slots. Per element of S:
 //   tensor  the matmul FLOPs at the instruction path's rate;
-//   smem    FA2: the operand bytes ldmatrix reads from shared memory (a separate pipe from the MMAs,
-//           so the tensor phase is max(tensor, smem));
+//   smem    FA2: the operand bytes ldmatrix reads from shared memory, a separate pipe from the MMAs;
+//           FA2 prefetches one k-step ahead, so the two overlap as a closed loop with n = 2 (below);
 //   softmax MUFU ex2 and the FP32 pipe, each at its own rate; they are separate pipes fed by
 //           independent instructions, so the phase takes max(exp, fp32).
 // One instruction stream alternates a tensor phase (a) and a softmax phase (b). With n streams per
@@ -321,7 +321,10 @@ PassCost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward
   const double exp_el = 1.0 / (g.exp_per_s / sms);
   const double ops = backward ? kBackwardOps : kSoftmaxOps + double(dv) / Bc;
   const double fp32_el = ops / (g.fp32_ops_per_s() / sms), mask_el = kMaskOps / (g.fp32_ops_per_s() / sms);
-  const double a = std::max(tensor_el, smem_el);
+  // FA2's gemm loads the fragments of k-step k+1 (ldmatrix) while the MMAs of step k run: two steps
+  // in flight between the shared-memory port and the tensor core, the closed loop with n = 2.
+  constexpr int kGemmStepsInFlight = 2;
+  const double a = smem_el > 0 ? overlap(tensor_el, smem_el, kGemmStepsInFlight) : tensor_el;
   // A grid smaller than the resident capacity is spread over the SMs first: CTAs share an SM only
   // as far as their number requires.
   const double sharing = std::clamp(std::ceil(c.ctas / sms), 1.0, c.ctas_per_sm);
