@@ -131,16 +131,21 @@ __global__ void ldmatrix_kernel(int iters, float* sink) {
   __syncthreads();
   // Lane l supplies the address of row l (16 bytes); 32 rows 128 bytes apart would conflict, so rows are
   // laid 16 bytes apart: the 8 rows of each 8x8 matrix cover all 32 banks once.
-  uint32_t u[4] = {};
+  // Each chain's next address depends on the data it just loaded (bit 8 of the first word, which the
+  // compiler cannot know), so no load can be hoisted out of the loop or merged with another: the first
+  // run of this test (microbench-h200-2026-11-22.json, 466 B/clk/SM) used addresses that repeat every
+  // two iterations, and ptxas kept the loads out of the loop.
+  uint32_t u[4] = {}, off[kChains] = {};
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(&tile[warp % 8][0]));
   for (int it = 0; it < iters; ++it) {
 #pragma unroll
     for (int k = 0; k < kChains; ++k) {
-      const uint32_t addr = base + ((lane * 16 + k * 512 + (it & 1) * 256) & 4095);
+      const uint32_t addr = base + ((lane * 16 + k * 512 + off[k]) & 4095);
       uint32_t r0, r1, r2, r3;
       asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                    : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                    : "r"(addr));
+      off[k] = (r0 ^ it) & 0x100;
       u[0] ^= r0;
       u[1] ^= r1;
       u[2] ^= r2;
