@@ -2,15 +2,18 @@
 //
 // Four kernels, in launch order:
 //   1. preprocess   D_i = rowsum(dO_i * O_i) and LSE_i in log2 units, per query row (fp32)
-//   2. dkdv         one CTA per (K/V block of Bc = 64 keys, kv head, batch); 8 warps. K_j and V_j stay
-//                   in shared memory, dK_j and dV_j in registers, while the Q blocks (of every query head
-//                   of the GQA group) that see the block stream through a 2-stage cp.async pipeline:
-//                     S^T = K_j Q_i^T, dP^T = V_j dO_i^T      (warps: 4 key groups x 2 query halves)
+//   2. dkdv         one CTA per (K/V block of Bc keys, kv head, batch); 8 warps. K_j and V_j stay in
+//                   shared memory, dK_j and dV_j in registers, while the Q blocks (Br rows, of every
+//                   query head of the GQA group) that see the block stream through a 2-stage cp.async
+//                   pipeline:
+//                     S^T = K_j Q_i^T, dP^T = V_j dO_i^T      (warps: key groups of 32 x query parts)
 //                     P^T = exp2(S^T scale log2e - LSE2),  dS^T = P^T * (dP^T - D) * scale
 //                     P^T, dS^T -> shared memory (bf16/fp16), the transposes the next MMAs read
-//                     dV_j += P^T dO_i,  dK_j += dS^T Q_i    (warps: 4 key groups x 2 halves of d)
-//                     dQ_i += dS K_j                           (fp32 atomics into scratch; skipped when
+//                     dV_j += P^T dO_i,  dK_j += dS^T Q_i    (warps: key groups of 32 x head_dim parts)
+//                     dQ_i += dS K_j                           (fp32 red.add into scratch; skipped when
 //                                                               deterministic)
+//                   Bc x Br = 128 x 64 for d <= 128; 64 x 64 for d = 256 (64 x 32 where shared memory
+//                   is under 208 KiB, as on A100)
 //   3. dq           deterministic only: one CTA per (Q block of 64, head, batch), 4 warps of 16 rows,
 //                   recomputing S, P, dP and dS over its K/V blocks (two extra MMAs a tile) so that dQ
 //                   is summed in a fixed order, without atomics
@@ -18,9 +21,20 @@
 // Softcap's derivative, scale * (1 - tanh^2), is folded into dS. Tiles wholly outside the mask are
 // never visited; tiles crossing its edge are masked element by element.
 //
-// Version index (bench/gpu_compare.py; numbers in bench/results/):
-//   v1  the above; head_dim 64/128 with Br = 64, 256 with Br = 32; causal, window, softcap, GQA/MQA,
-//       varlen, seqlen_q != seqlen_k.
+// Version index (bench/gpu_compare.py; numbers in bench/results/; NVIDIA H200, bf16, 16k tokens,
+// hidden 2048, forward+backward TFLOP/s against SDPA flash in the same process):
+//   v1  16 keys a warp, Bc = 64; Br = 64 (d <= 128) or 32 (d = 256); scalar fp32 atomicAdd for dQ.
+//       s=4k: 0.38x (d=128) to 0.52x (d=256 causal), with the forward's v3.
+//   v2  softcap a template parameter and the mask hoisted out of the element loops (as the forward's
+//       v4), cheap tile loads (v5): 0.46-0.61x.
+//   v3  Bc = 128 for d <= 128 (dkdv 9.95 -> 5.70 ms at d=128 s=4k under ncu), 8-byte dQ reductions
+//       (red.global.add.v2.f32, which returns nothing: atomicAdd(float2*) compiled to an atom that
+//       waits for the old value), Br = 64 for d = 256: 0.79-0.82x.
+//   v4  two 16-key MMA tiles a warp, so each Q / dO fragment from shared memory feeds two MMAs:
+//       full sweep (bench/results/gpu-h200-2026-11-22-fa2v5.md) 0.78-0.89x at s >= 1024; d=128 s=16k
+//       290 TFLOP/s vs flash 326, cuDNN 557. Where it stands (ncu, d=128 s=4k, v3): tensor pipe 38%
+//       active, stalls led by short scoreboard (shared memory) and fixed-latency waits; 1 CTA of 8
+//       warps a SM (229 registers, 160 KiB).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

@@ -1,8 +1,10 @@
 // fa2: FlashAttention-2 forward on tensor cores.
 //
-// One CTA per (Q block of Br = 64 rows, head, batch); 4 warps, each owning 16
-// query rows. K_j and V_j stream through shared memory (cp.async, two stages
-// for head_dim <= 128), swizzled so that ldmatrix reads are conflict-free.
+// One CTA per (Q block of Br rows, head, batch); 4 warps, each owning 16 kMT
+// query rows (Br = 128, kMT = 2 for head_dim <= 128; Br = 64 for 256). K_j and
+// V_j stream through shared memory (cp.async, two stages for head_dim <= 128),
+// swizzled so that ldmatrix reads are conflict-free. The building blocks
+// (swizzle, cp.async, ldmatrix, mma.sync, fragment packing) are in mma.cuh.
 //   S_ij = Q_i K_j^T       mma.sync m16n8k16, fp32 accumulate (Q via ldmatrix, K via ldmatrix)
 //   m, l, P~               online softmax on the accumulator fragments, exp2 with
 //                          scale * log2(e) folded in; rows reduced across the 4 lanes of a quad
@@ -24,8 +26,20 @@
 //   v3  v1's shapes with v2's edge-only mask (bench/results/gpu-fwd-h200-2026-11-22-fa2v3.csv, same sweep):
 //       d=64 s=4k 138 TFLOP/s vs flash 303 (0.46x; v1 measured 154), d=128 152 vs 350 (0.43x),
 //       d=256 203 vs 322 (0.63x), causal d=128 s=16k 146 vs 325 (0.45x); cuDNN 459-672 in the same run.
-//       Next: ncu the d=64/128 kernels (issue slots, ldmatrix bank conflicts, exp2 throughput) before
-//       changing more; FA2 keeps Q in registers and writes O through shared memory.
+//   v4  softcap a template parameter and the mask test hoisted out of the element loops: per-element
+//       uniform branches had split the softmax into basic blocks the compiler could not schedule
+//       (PTX showed two branches an element). ex2.approx.ftz; the scale folded into one FMA with the
+//       max. Same sweep at s=4k (bench/results/gpu-fwd-h200-2026-11-22-fa2v4-shape0.csv): d=64 215
+//       TFLOP/s (0.70x flash), d=128 220 (0.64x); kMT = 2 (shape1.csv) 267 (0.87x) and 276 (0.80x).
+//       ncu (d=128, v4 shapes): 1088 instructions per warp per K/V block for 128 MMAs, most of them
+//       the tile loads' address arithmetic (a division and a 64-bit multiply per 16-byte copy).
+//   v5  tile loads with one fixed chunk per thread and constant address steps (mma.cuh load_tile);
+//       kMT = 2 (Br = 128) for d <= 128, now that registers allow it. Full sweep, fwd and fwd+bwd
+//       (bench/results/gpu-h200-2026-11-22-fa2v5.md): d=64 1.00-1.05x SDPA flash (s >= 1024),
+//       d=128 0.93-1.01x, d=256 0.88-0.93x; e.g. d=128 s=16k 349 TFLOP/s vs flash 349, cuDNN 606.
+//       Tried and not kept (FLASHLAB_FA2_FWD_SHAPE, same GPU): 8 warps of 16 rows (0.66-0.88x), Q in
+//       registers (0.56-0.74x), and for d=256 two K/V stages (0.70x), Bc = 32 (0.83-0.86x), 8 warps
+//       (0.84x), and FA2's split K/V waits in the one-stage pipeline (no change beyond noise).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
