@@ -7,11 +7,13 @@
 //          and between L2 and HBM (the cache model, cache_model.hpp);
 //   the kernel's shape: tile sizes, shared memory per CTA, CTAs, CTAs per SM,
 //   waves; the peak HBM allocation;
-// and turns them into time with one ceiling per unit and an overlap rule per
-// algorithm (see docs in simulator/README.md):
+// and turns them into time (see simulator/README.md):
 //   standard  cuBLAS GEMMs (compute) and elementwise kernels (bandwidth), in sequence
-//   fa1, fa2  max(tensor + exp + fp32, HBM, L2): softmax waits for the GEMMs in a warp
-//   fa3       max(tensor, exp + fp32, HBM, L2): warpgroups ping-pong softmax under GEMMs
+//   fused     max(compute, HBM, L2) + launch, where compute is the makespan of the CTAs in launch
+//             order on the SMs' CTA slots, each CTA its elements of S times a per-element cost:
+//             fa1, fa2  tensor (with FA2's ldmatrix operand reads) + softmax: a warp's softmax waits
+//                       for its own GEMMs
+//             fa3       tensor and softmax overlapped by two ping-ponging warpgroups
 #pragma once
 #include <string>
 #include <vector>
