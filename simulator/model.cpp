@@ -157,7 +157,7 @@ struct CtaList {
 // the work before them keeps every slot busy, so it is spread evenly over the slots (the tail, which
 // is what the replay is for, comes from the last CTAs).
 double makespan(const std::vector<CtaList>& lists, double slots, double full_s, double partial_s) {
-  constexpr double kMaxSimulated = 2048;
+  constexpr double kMaxSimulated = 1024;
   auto duration = [&](const std::pair<double, double>& cta) {
     return cta.first * full_s + cta.second * (partial_s - full_s);
   };
