@@ -11,6 +11,9 @@
 //   ffma          fma.rn.f32, 8 independent chains per thread: FLOP/s (an FMA = 2 FLOP) -> fp32_flops_per_s
 //   mma_ex2_mix   FA2's inner loop in miniature: each warp issues 4 mma.sync then 1 ex2 per thread, in
 //                 turn (the ratio at d = 128, Bc = 64): does the MUFU work hide under the MMAs or add?
+//   fa2_occupancy the mma, ex2 and mix tests again at FA2's occupancy (2 CTAs of 4 warps per SM, 2 warps
+//                 per scheduler), plus the mix with FA2's dependencies (ex2 reads the MMAs' results, the
+//                 next MMAs read the exps): how much of the softmax hides under the MMAs in FA2's shape
 //   ldmatrix      ldmatrix.x4 from shared memory, no bank conflicts: bytes/s (the SM's shared-memory
 //                 read port, which feeds mma.sync's operands)
 //   l2_read       a 20 MiB buffer (fits L2) read 100 times, ld.global.cg (L1 bypassed): bytes/s -> l2_bandwidth
@@ -120,6 +123,31 @@ __global__ void mix_kernel(int iters, float* sink) {
   float s = 0;
 #pragma unroll
   for (int k = 0; k < kChains; ++k) s += c[k][0] + x[k];
+  if (s == 1.2345f) sink[threadIdx.x] = s;
+}
+
+// ---- the same mix with FA2's data dependencies: ex2 reads the MMAs' results, the next MMAs read ex2's --
+// S = Q K^T feeds the softmax, P feeds P V: a warp cannot start the next MMAs before its exps are done.
+__global__ void dependent_mix_kernel(int iters, float* sink) {
+  uint32_t a[4], b[2];
+  for (int i = 0; i < 4; ++i) a[i] = 0x3c003c00u ^ (threadIdx.x * (i + 1));
+  for (int i = 0; i < 2; ++i) b[i] = 0x3c003c00u ^ (threadIdx.x * (i + 7));
+  float c[kChains][4] = {};
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int k = 0; k < kChains; ++k)
+#pragma unroll
+      for (int m = 0; m < kMmaPerEx2; ++m) mma_bf16(c[(kMmaPerEx2 * k + m) % kChains], a, b);
+    float p[kChains];
+#pragma unroll
+    for (int k = 0; k < kChains; ++k) p[k] = ex2(-1e-3f * c[k][0]);  // the softmax of this step's S
+#pragma unroll
+    for (int i = 0; i < 4; ++i)  // P becomes the next MMAs' operand (kept small, finite bf16 values)
+      a[i] = ((__float_as_uint(p[2 * i]) ^ __float_as_uint(p[2 * i + 1])) & 0x007f007fu) | 0x3c003c00u;
+  }
+  float s = 0;
+#pragma unroll
+  for (int k = 0; k < kChains; ++k) s += c[k][0];
   if (s == 1.2345f) sink[threadIdx.x] = s;
 }
 
@@ -241,6 +269,19 @@ int main() {
   std::fprintf(stderr, "  mma+ex2 mix: %.1f us (sum %.1f, max %.1f)\n", t_mix * 1e6,
                (mix_alone_mma + mix_alone_ex2) * 1e6, std::max(mix_alone_mma, mix_alone_ex2) * 1e6);
 
+  // FA2's occupancy: 2 CTAs of 4 warps per SM, 2 warps per scheduler. Alone, mixed, and mixed with
+  // FA2's dependencies (exp after the MMAs, the next MMAs after the exps).
+  const int fa2_blocks = 2 * sms, fa2_threads = 128;
+  const double fa2_warps = double(fa2_blocks) * fa2_threads / 32, fa2_lanes = double(fa2_blocks) * fa2_threads;
+  const double t2_mma = time_best([&] { mma_kernel<<<fa2_blocks, fa2_threads>>>(mix_iters * kMmaPerEx2, sink); });
+  const double t2_ex2 = time_best([&] { ex2_kernel<<<fa2_blocks, fa2_threads>>>(mix_iters, sink); });
+  const double t2_mix = time_best([&] { mix_kernel<<<fa2_blocks, fa2_threads>>>(mix_iters, sink); });
+  const double t2_dep = time_best([&] { dependent_mix_kernel<<<fa2_blocks, fa2_threads>>>(mix_iters, sink); });
+  const double mma2_flops = fa2_warps * mix_iters * kMmaPerEx2 * kChains * 4096.0 / t2_mma;
+  const double ex22_rate = fa2_lanes * mix_iters * kChains / t2_ex2;
+  std::fprintf(stderr, "  2 warps/scheduler: mma %.1f us (%.1f TFLOP/s), ex2 %.1f us, mix %.1f us, dependent %.1f us\n",
+               t2_mma * 1e6, mma2_flops / 1e12, t2_ex2 * 1e6, t2_mix * 1e6, t2_dep * 1e6);
+
   const int ldm_iters = 8192, ldm_threads = 256, ldm_blocks = 8 * sms;  // 64 warps per SM
   const double t_ldm = time_best([&] { ldmatrix_kernel<<<ldm_blocks, ldm_threads>>>(ldm_iters, sink); });
   const double ldm_bytes = double(ldm_blocks) * ldm_threads / 32 * ldm_iters * kChains * 512.0 / t_ldm;
@@ -295,6 +336,9 @@ int main() {
   std::printf("  \"mma_ex2_mix\": {\"mma_per_ex2_per_thread\": %d, \"time_s\": %.6e, \"sum_of_alone_s\": %.6e, "
               "\"max_of_alone_s\": %.6e},\n",
               kMmaPerEx2, t_mix, mix_alone_mma + mix_alone_ex2, std::max(mix_alone_mma, mix_alone_ex2));
+  std::printf("  \"fa2_occupancy_2_warps_per_scheduler\": {\"mma_alone_s\": %.6e, \"mma_sync_bf16_flops_per_s\": %.6e, "
+              "\"ex2_alone_s\": %.6e, \"ex2_per_s\": %.6e, \"mix_s\": %.6e, \"dependent_mix_s\": %.6e},\n",
+              t2_mma, mma2_flops, t2_ex2, ex22_rate, t2_mix, t2_dep);
   std::printf("  \"ldmatrix_bytes_per_s\": %.6e,\n  \"ldmatrix_bytes_per_sm_per_clk\": %.1f,\n", ldm_bytes,
               ldm_bytes * per_sm_clk);
   std::printf("  \"l2_read_bytes_per_s\": %.6e,\n  \"l2_buffer_bytes\": %zu,\n", l2_bw, l2_bytes);
