@@ -165,8 +165,8 @@ __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p
     const int h = g * group + t / n_i, i = i_begin + t % n_i;
     const T* q = static_cast<const T*>(p.q) + s.q_base + h * p.q_head_stride;
     const T* d_o = static_cast<const T*>(p.d_o) + s.o_base + h * p.o_head_stride;
-    load_tile<D, kThreadsKV, kBr>(sm.q[stage], q, p.q_row_stride, i * kBr, s.sq);
-    load_tile<D, kThreadsKV, kBr>(sm.d_o[stage], d_o, p.o_row_stride, i * kBr, s.sq);
+    load_tile<D, kThreadsKV, kBr>(sm.q[stage], q, p.q_row_stride, i * kBr, s.sq, p.head_dim);
+    load_tile<D, kThreadsKV, kBr>(sm.d_o[stage], d_o, p.o_row_stride, i * kBr, s.sq, p.head_dim);
     if (threadIdx.x < 2 * kBr) {  // rows past sq: LSE2 = 0 and D = 0 with Q = dO = 0 give P dO = dS = 0
       const int r = threadIdx.x % kBr, row = i * kBr + r;
       const bool ok = row < s.sq;
@@ -184,8 +184,8 @@ __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p
     zero(acc_dk[mt]);
   }
   if (steps > 0) {
-    load_tile<D, kThreadsKV, kBcKV>(sm.k, k, p.k_row_stride, key0, s.sk);
-    load_tile<D, kThreadsKV, kBcKV>(sm.v, v, p.v_row_stride, key0, s.sk);
+    load_tile<D, kThreadsKV, kBcKV>(sm.k, k, p.k_row_stride, key0, s.sk, p.head_dim);
+    load_tile<D, kThreadsKV, kBcKV>(sm.v, v, p.v_row_stride, key0, s.sk, p.head_dim);
     load_step(0, 0);
   }
   // This thread's rows of S^T (keys, local to the block): tile mt, accumulator half r.
@@ -310,9 +310,11 @@ __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p
       for (int r = 0; r < 2; ++r) {
         const int row = row0 + qm * 16 + gr + 8 * r;
         if (row >= s.sq) continue;
-        float* dst = sc.dq_accum + ((s.row_base + row) * p.heads_q + h) * D + qn * kDq + tc;
+        const int col0 = qn * kDq + tc;
+        float* dst = sc.dq_accum + ((s.row_base + row) * p.heads_q + h) * p.head_dim + col0;
 #pragma unroll
-        for (int n = 0; n < kDq / 8; ++n) add_pair(dst + n * 8, acc_dq[n][2 * r], acc_dq[n][2 * r + 1]);
+        for (int n = 0; n < kDq / 8; ++n)
+          if (col0 + n * 8 < p.head_dim) add_pair(dst + n * 8, acc_dq[n][2 * r], acc_dq[n][2 * r + 1]);
       }
     }
   }
@@ -329,6 +331,7 @@ __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p
 #pragma unroll
       for (int n = 0; n < kDh / 8; ++n) {
         const int col = wc * kDh + n * 8 + tc;
+        if (col >= p.head_dim) break;  // a padded head_dim's zero columns
         *reinterpret_cast<uint32_t*>(dk + int64_t(key) * p.k_row_stride + col) =
             pack2<T>(acc_dk[mt][n][2 * r], acc_dk[mt][n][2 * r + 1]);
         *reinterpret_cast<uint32_t*>(dv + int64_t(key) * p.v_row_stride + col) =
@@ -380,10 +383,10 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
   zero(acc_dq);
 
   if (j_begin < j_end) {
-    load_tile<D, kThreadsQ, kBrQ>(sQ, q, p.q_row_stride, row0, s.sq);
-    load_tile<D, kThreadsQ, kBrQ>(sdO, d_o, p.o_row_stride, row0, s.sq);
-    load_tile<D, kThreadsQ, kBc>(sK, k, p.k_row_stride, j_begin * kBc, s.sk);
-    load_tile<D, kThreadsQ, kBc>(sV, v, p.v_row_stride, j_begin * kBc, s.sk);
+    load_tile<D, kThreadsQ, kBrQ>(sQ, q, p.q_row_stride, row0, s.sq, p.head_dim);
+    load_tile<D, kThreadsQ, kBrQ>(sdO, d_o, p.o_row_stride, row0, s.sq, p.head_dim);
+    load_tile<D, kThreadsQ, kBc>(sK, k, p.k_row_stride, j_begin * kBc, s.sk, p.head_dim);
+    load_tile<D, kThreadsQ, kBc>(sV, v, p.v_row_stride, j_begin * kBc, s.sk, p.head_dim);
     cp_async_commit();
   }
   for (int j = j_begin; j < j_end; ++j) {
@@ -391,8 +394,8 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
     cp_async_wait<0>();
     __syncthreads();
     if (j + 1 < j_end) {
-      load_tile<D, kThreadsQ, kBc>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, (j + 1) * kBc, s.sk);
-      load_tile<D, kThreadsQ, kBc>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, s.sk);
+      load_tile<D, kThreadsQ, kBc>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, (j + 1) * kBc, s.sk, p.head_dim);
+      load_tile<D, kThreadsQ, kBc>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, s.sk, p.head_dim);
       cp_async_commit();
     }
     const T* tK = sK + stage * kBc * D;
@@ -450,9 +453,11 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
   for (int r = 0; r < 2; ++r) {
     if (my_row[r] >= s.sq) continue;
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n)
+    for (int n = 0; n < D / 8; ++n) {
+      if (n * 8 >= p.head_dim) break;
       *reinterpret_cast<uint32_t*>(dq + int64_t(my_row[r]) * p.q_row_stride + n * 8 + tc) =
           pack2<T>(acc_dq[n][2 * r], acc_dq[n][2 * r + 1]);
+    }
   }
 }
 
@@ -505,7 +510,7 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
   const Scratch sc = scratch_of(p);
   const int64_t rows = p.cu_seqlens_q ? p.total_q : int64_t(p.batch) * p.seqlen_q;
   if (sc.dq_accum)
-    FLASHLAB_CUDA(cudaMemsetAsync(sc.dq_accum, 0, size_t(rows) * p.heads_q * D * sizeof(float), stream));
+    FLASHLAB_CUDA(cudaMemsetAsync(sc.dq_accum, 0, size_t(rows) * p.heads_q * p.head_dim * sizeof(float), stream));
 
   // The largest sequence bounds the grid; CTAs past their entry's length return at once.
   preprocess_kernel<T><<<dim3((p.seqlen_q + 7) / 8, p.heads_q, p.batch), 256, 0, stream>>>(p);
@@ -549,12 +554,12 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
 
 template <typename T>
 void dispatch_dim(const BackwardParams& p, cudaStream_t stream) {
-  switch (p.head_dim) {
+  switch (fa2_padded_head_dim(p.head_dim)) {
     case 64: return launch<64, T>(p, stream);
     case 128: return launch<128, T>(p, stream);
     case 256: return launch<256, T>(p, stream);
   }
-  throw Error("fa2 backward: head_dim " + std::to_string(p.head_dim) + " is not compiled (64, 128, 256)");
+  throw Error("fa2 backward: head_dim " + std::to_string(p.head_dim) + " is not supported");
 }
 
 }  // namespace
@@ -566,7 +571,8 @@ size_t fa2_backward_scratch_bytes(const BackwardParams& p) {
 }
 
 void fa2_backward(const BackwardParams& p, cudaStream_t stream) {
-  if (!fa2_forward_supports(p)) throw Error("fa2 backward supports bf16/fp16 with head_dim 64, 128 or 256");
+  if (!fa2_forward_supports(p))
+    throw Error("fa2 backward supports bf16/fp16 with a head_dim that is a multiple of 8 up to 256");
   if (!p.d_o || !p.dq || !p.dk || !p.dv || !p.o || !p.lse || !p.scratch)
     throw Error("fa2 backward: o, lse, d_o, dq, dk, dv and scratch must all be set");
   if (p.cu_seqlens_q && p.total_q <= 0) throw Error("fa2 backward: varlen needs total_q (cu_seqlens_q[batch])");

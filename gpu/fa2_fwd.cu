@@ -123,9 +123,9 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   uint32_t q_frag[S::kQRegs ? D / 16 : 1][kMT][4];  // Q's A fragments, when kept in registers
 
   if (j_begin < j_end) {
-    load_tile<D, kThreads, kBr>(sQ, q, p.q_row_stride, row0, sq);
-    load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, j_begin * kBc, sk);
-    load_tile<D, kThreads, kBc>(sV, v, p.v_row_stride, j_begin * kBc, sk);
+    load_tile<D, kThreads, kBr>(sQ, q, p.q_row_stride, row0, sq, p.head_dim);
+    load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, j_begin * kBc, sk, p.head_dim);
+    load_tile<D, kThreads, kBc>(sV, v, p.v_row_stride, j_begin * kBc, sk, p.head_dim);
     cp_async_commit();
   }
 
@@ -134,8 +134,8 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
     cp_async_wait<0>();
     __syncthreads();  // tile j is in shared memory for every warp; every warp is done with tile j - 1
     if (kStages == 2 && j + 1 < j_end) {  // prefetch tile j + 1 into the other stage while computing j
-      load_tile<D, kThreads, kBc>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, (j + 1) * kBc, sk);
-      load_tile<D, kThreads, kBc>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, sk);
+      load_tile<D, kThreads, kBc>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, (j + 1) * kBc, sk, p.head_dim);
+      load_tile<D, kThreads, kBc>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, sk, p.head_dim);
       cp_async_commit();
     }
     const T* tK = sK + stage * kBc * D;
@@ -254,8 +254,8 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
     }
     if (kStages == 1) __syncthreads();  // single stage: everyone done before the next load overwrites
     if (kStages == 1 && j + 1 < j_end) {
-      load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, (j + 1) * kBc, sk);
-      load_tile<D, kThreads, kBc>(sV, v, p.v_row_stride, (j + 1) * kBc, sk);
+      load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, (j + 1) * kBc, sk, p.head_dim);
+      load_tile<D, kThreads, kBc>(sV, v, p.v_row_stride, (j + 1) * kBc, sk, p.head_dim);
       cp_async_commit();
     }
   }
@@ -273,6 +273,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
       if (row < sq) {
 #pragma unroll
         for (int n = 0; n < D / 8; ++n) {
+          if (n * 8 >= p.head_dim) break;  // a padded head_dim's zero columns
           const uint32_t packed = pack2<T>(acc_o[mt][n][2 * r] * inv, acc_o[mt][n][2 * r + 1] * inv);
           *reinterpret_cast<uint32_t*>(o + int64_t(row) * p.o_row_stride + n * 8 + qcol) = packed;
         }
@@ -333,22 +334,28 @@ void dispatch_dim(const AttentionParams& p, cudaStream_t stream) {
     if (p.head_dim == 128 && launch_experiment<128>(p, stream)) return;
     if (p.head_dim == 256 && launch_experiment<256>(p, stream)) return;
   }
-  switch (p.head_dim) {
+  switch (fa2_padded_head_dim(p.head_dim)) {
     case 64: return launch<Default<64>, T>(p, stream);
     case 128: return launch<Default<128>, T>(p, stream);
     case 256: return launch<Default<256>, T>(p, stream);
   }
-  throw Error("fa2 forward: head_dim " + std::to_string(p.head_dim) + " is not compiled (64, 128, 256)");
+  throw Error("fa2 forward: head_dim " + std::to_string(p.head_dim) + " is not supported");
 }
 
 }  // namespace
 
+int fa2_padded_head_dim(int head_dim) {
+  if (head_dim <= 0 || head_dim > 256 || head_dim % 8 != 0) return 0;
+  return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256;
+}
+
 bool fa2_forward_supports(const AttentionParams& p) {
-  return (p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256) && p.dtype != Dtype::fp32;
+  return fa2_padded_head_dim(p.head_dim) != 0 && p.dtype != Dtype::fp32;
 }
 
 void fa2_forward(const AttentionParams& p, cudaStream_t stream) {
-  if (!fa2_forward_supports(p)) throw Error("fa2 forward supports bf16/fp16 with head_dim 64, 128 or 256");
+  if (!fa2_forward_supports(p))
+    throw Error("fa2 forward supports bf16/fp16 with a head_dim that is a multiple of 8 up to 256");
   if (p.dtype == Dtype::bf16) dispatch_dim<__nv_bfloat16>(p, stream);
   else dispatch_dim<__half>(p, stream);
 }

@@ -108,8 +108,8 @@ std::string unsupported(const std::string& kernel, const Problem& p) {
   if (p.dv() != p.head_dim) return "unsupported: head_dim_v != head_dim";
   if (kernel == "fa2") {
     if (p.dtype == DType::fp32) return "unsupported: fp32 (fa2 runs bf16 and fp16)";
-    if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
-      return "unsupported: head_dim " + std::to_string(p.head_dim) + " (fa2 is compiled for 64, 128, 256)";
+    if (fa2_padded_head_dim(int(p.head_dim)) == 0)
+      return "unsupported: head_dim " + std::to_string(p.head_dim) + " (fa2 takes multiples of 8 up to 256)";
     return "";
   }
   if (p.varlen()) return "unsupported: varlen";

@@ -10,8 +10,9 @@ namespace flashlab::gpu {
 // fa1_minimal.cu: Algorithm 1, fp32 scalar. l, m: (batch, heads, seqlen_q) fp32 scratch.
 void fa1_minimal_forward(const AttentionParams& p, float* l_scratch, float* m_scratch, cudaStream_t stream);
 
-// fa2_fwd.cu: FlashAttention-2 forward on tensor cores (mma.sync m16n8k16), bf16 or fp16,
-// head_dim 64, 128 or 256.
+// fa2_fwd.cu: FlashAttention-2 forward on tensor cores (mma.sync m16n8k16), bf16 or fp16. Compiled
+// for head_dim 64, 128 and 256; any other multiple of 8 up to 256 runs zero-padded to the next one.
+int fa2_padded_head_dim(int head_dim);  // 0: unsupported
 bool fa2_forward_supports(const AttentionParams& p);
 void fa2_forward(const AttentionParams& p, cudaStream_t stream);
 

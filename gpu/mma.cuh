@@ -59,19 +59,22 @@ __device__ __forceinline__ void cp_async_wait() {  // at most N groups still in 
 }
 
 // Copies rows [row0, row0 + kRows) of a (seqlen, row_stride) tensor into a swizzled kRows x D tile with
-// kThreads threads; rows at or past `valid_rows` are zero-filled. Each thread always copies the same
-// 16-byte chunk of every (kThreads / chunks)-th row, so its addresses advance by constant steps: a few
-// instructions a copy instead of a division and a 64-bit multiply.
+// kThreads threads; rows at or past `valid_rows`, and columns at or past `cols` (a head_dim padded up
+// to D, a multiple of 8), are zero-filled. Each thread always copies the same 16-byte chunk of every
+// (kThreads / chunks)-th row, so its addresses advance by constant steps: a few instructions a copy
+// instead of a division and a 64-bit multiply.
 template <int D, int kThreads, int kRows, typename T>
-__device__ __forceinline__ void load_tile(T* tile, const T* src, int64_t row_stride, int row0, int valid_rows) {
+__device__ __forceinline__ void load_tile(T* tile, const T* src, int64_t row_stride, int row0, int valid_rows,
+                                          int cols) {
   constexpr int kChunks = D / 8, kRowsPerPass = kThreads / kChunks;
   static_assert(kThreads % kChunks == 0 && kRows % kRowsPerPass == 0, "tile rows split evenly over the threads");
   const int c = threadIdx.x % kChunks, r0 = threadIdx.x / kChunks;
+  const bool col_ok = c * 8 < cols;
   const T* from = src + int64_t(row0 + r0) * row_stride + c * 8;
 #pragma unroll
   for (int i = 0; i < kRows / kRowsPerPass; ++i) {
     const int r = r0 + i * kRowsPerPass;
-    const bool ok = row0 + r < valid_rows;
+    const bool ok = col_ok && row0 + r < valid_rows;
     cp_async_16(tile + swizzle<D>(r, c), ok ? from : src, ok);
     from += kRowsPerPass * row_stride;
   }
