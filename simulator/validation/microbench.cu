@@ -5,8 +5,8 @@
 // (sm_80/sm_89: -gencode=arch=compute_80,code=sm_80; everything here is sm_80 PTX.)
 //
 // What each test measures, and which preset field it feeds:
-//   mma_sync      mma.sync.m16n8k16 bf16 x bf16 -> fp32, 8 independent accumulators per warp, 16 warps
-//                 per SM, operands in registers, no memory traffic: FLOP/s   -> tensor_paths.mma_sync.fraction
+//   mma_sync      mma.sync.m16n8k16 bf16 x bf16 -> fp32, 8 independent accumulators per warp, 32 warps
+//                 per SM (8 per scheduler), operands in registers, no memory traffic: FLOP/s   -> tensor_paths.mma_sync.fraction
 //   ex2           ex2.approx.ftz.f32 (MUFU.EX2), 8 independent chains per thread: results/s -> exp_per_s
 //   ffma          fma.rn.f32, 8 independent chains per thread: FLOP/s (an FMA = 2 FLOP) -> fp32_flops_per_s
 //   mma_ex2_mix   FA2's inner loop in miniature: each warp issues 4 mma.sync then 1 ex2 per thread, in
@@ -242,7 +242,8 @@ int main() {
   CHECK(cudaMalloc(&sink, 1024 * sizeof(float)));
   std::fprintf(stderr, "microbench: %s, %d SMs, %.0f MHz max clock\n", prop.name, sms, clock_hz / 1e6);
 
-  // Compute tests: 512 threads per CTA, 4 CTAs per SM (64 warps/SM, 16 per scheduler) -- many warps.
+  // Compute tests: a grid of 4 CTAs of 512 threads per SM; registers (ptxas -v: 22-56 a thread) let 2
+  // (mma, mix) to 4 (ex2, ffma) reside at once: 8-16 warps per scheduler -- many warps.
   const int threads = 512, blocks = 4 * sms;
   const double warps = double(blocks) * threads / 32, lanes = double(blocks) * threads;
 
@@ -282,7 +283,7 @@ int main() {
   std::fprintf(stderr, "  2 warps/scheduler: mma %.1f us (%.1f TFLOP/s), ex2 %.1f us, mix %.1f us, dependent %.1f us\n",
                t2_mma * 1e6, mma2_flops / 1e12, t2_ex2 * 1e6, t2_mix * 1e6, t2_dep * 1e6);
 
-  const int ldm_iters = 8192, ldm_threads = 256, ldm_blocks = 8 * sms;  // 64 warps per SM
+  const int ldm_iters = 8192, ldm_threads = 256, ldm_blocks = 8 * sms;  // as many as registers allow
   const double t_ldm = time_best([&] { ldmatrix_kernel<<<ldm_blocks, ldm_threads>>>(ldm_iters, sink); });
   const double ldm_bytes = double(ldm_blocks) * ldm_threads / 32 * ldm_iters * kChains * 512.0 / t_ldm;
   std::fprintf(stderr, "  ldmatrix: %.1f TB/s\n", ldm_bytes / 1e12);
