@@ -19,6 +19,7 @@
 //   l2_read       a 20 MiB buffer (fits L2) read 100 times, ld.global.cg (L1 bypassed): bytes/s -> l2_bandwidth
 //   hbm_read      a 4 GiB buffer read once: bytes/s                          -> hbm_achievable_fraction
 //   hbm_copy      2 GiB copied to 2 GiB: (read + write) bytes/s
+//   dram_latency  one thread chasing a random pointer cycle through 256 MiB: s per dependent load
 //   launch        an empty kernel launched 2000 times back to back, CUDA events: s per launch -> kernel_launch_s
 // Every rate is the best of 5 timed runs after a warm-up. Rates per SM per clock use the SM clock the
 // driver reports (cudaDevAttrClockRate, the maximum boost clock); clocks are not locked.
@@ -30,6 +31,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <utility>
+#include <vector>
 
 #define CHECK(call)                                                                                      \
   do {                                                                                                   \
@@ -202,6 +205,18 @@ __global__ void copy_kernel(const int4* __restrict__ src, int4* __restrict__ dst
 
 __global__ void empty_kernel() {}
 
+// ---- DRAM latency: one thread chases a random cycle of pointers, one per 128-byte line -------------------
+constexpr int kLineWords = 32;  // 128 bytes of uint32
+__global__ void scatter_chain(const uint32_t* __restrict__ perm, uint32_t* __restrict__ buf, uint32_t lines) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < lines; i += gridDim.x * blockDim.x)
+    buf[size_t(perm[i]) * kLineWords] = perm[(i + 1) % lines];  // line perm[i] points to line perm[i + 1]
+}
+__global__ void chase_kernel(const uint32_t* __restrict__ buf, int hops, uint32_t* sink) {
+  uint32_t p = 0;
+  for (int h = 0; h < hops; ++h) p = __ldcg(buf + size_t(p) * kLineWords);  // each load waits for the last
+  sink[0] = p;
+}
+
 // ---- timing ----------------------------------------------------------------------------------------------
 // Best of 5 timed runs of `launch` (after one warm-up), in seconds.
 static double time_best(const std::function<void()>& launch, int runs = 5) {
@@ -314,6 +329,28 @@ int main() {
   CHECK(cudaFree(hbm));
   std::fprintf(stderr, "  HBM read: %.2f TB/s, copy: %.2f TB/s\n", hbm_read / 1e12, hbm_copy / 1e12);
 
+  // DRAM latency: a random cycle through 2M lines of a 256 MiB buffer (4x the L2), 20000 dependent loads.
+  const uint32_t lines = 1u << 21;
+  const int hops = 20000;
+  std::vector<uint32_t> perm(lines);
+  for (uint32_t i = 0; i < lines; ++i) perm[i] = i;
+  uint64_t rng = 0x9E3779B97F4A7C15ull;  // fixed seed, Fisher-Yates
+  for (uint32_t i = lines - 1; i > 0; --i) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    std::swap(perm[i], perm[(rng >> 33) % (i + 1)]);
+  }
+  uint32_t *d_perm = nullptr, *chain = nullptr;
+  CHECK(cudaMalloc(&d_perm, lines * sizeof(uint32_t)));
+  CHECK(cudaMalloc(&chain, size_t(lines) * kLineWords * sizeof(uint32_t)));
+  CHECK(cudaMemcpy(d_perm, perm.data(), lines * sizeof(uint32_t), cudaMemcpyHostToDevice));
+  scatter_chain<<<2 * sms, 1024>>>(d_perm, chain, lines);
+  CHECK(cudaGetLastError());
+  const double t_chase = time_best([&] { chase_kernel<<<1, 1>>>(chain, hops, reinterpret_cast<uint32_t*>(sink)); });
+  const double dram_latency = t_chase / hops;
+  CHECK(cudaFree(d_perm));
+  CHECK(cudaFree(chain));
+  std::fprintf(stderr, "  DRAM latency: %.0f ns\n", dram_latency * 1e9);
+
   // Launch overhead: back-to-back empty kernels, launch to launch.
   const int launches = 2000;
   const double t_launch = time_best([&] {
@@ -345,6 +382,8 @@ int main() {
   std::printf("  \"l2_read_bytes_per_s\": %.6e,\n  \"l2_buffer_bytes\": %zu,\n", l2_bw, l2_bytes);
   std::printf("  \"hbm_read_bytes_per_s\": %.6e,\n  \"hbm_copy_bytes_per_s\": %.6e,\n  \"hbm_buffer_bytes\": %zu,\n",
               hbm_read, hbm_copy, big);
+  std::printf("  \"dram_latency_s\": %.6e,\n  \"dram_latency_chain\": \"one thread, %d dependent ld.global.cg over a random cycle of %u 128-byte lines (256 MiB)\",\n",
+              dram_latency, hops, lines);
   std::printf("  \"launch_overhead_s\": %.6e,\n  \"launches\": %d,\n", t_launch, launches);
   std::printf("  \"method\": \"best of 5 timed runs after a warm-up, CUDA events, clocks not locked; "
               "per-SM-per-clock figures use max_sm_clock_hz\"\n");
