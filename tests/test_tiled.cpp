@@ -212,6 +212,62 @@ TEST_CASE("the stepper walks forward and back to the same states and byte counts
   CHECK(next_tile_first->step.index == 1);
 }
 
+TEST_CASE("far jumps back land on keyframes and replay to exactly the state of a straight walk") {
+  // Every order; a keyframe cap small enough that the keyframes merge several times (and large enough
+  // for one copy of the rows a backward stores: merging never goes below one keyframe).
+  Problem p = make(150, 170, 16, true);
+  p.dtype = DType::fp32;
+  p.heads_q = 2;
+  p.heads_kv = 1;
+  const auto in = harness::random_inputs(p, 6);
+  const auto fwd = forward(p, in.q, in.k, in.v, {16, 16}, Order::fa2);
+  for (Order order : {Order::fa2, Order::fa1, Order::backward, Order::fa1_backward}) {
+    CAPTURE(to_string(order));
+    auto make_stepper = [&] {
+      return is_backward(order)
+                 ? std::make_unique<Stepper>(p, in.q, in.k, in.v, fwd.o, fwd.lse, in.d_o, Tiling{16, 16}, 0, 1, order)
+                 : std::make_unique<Stepper>(p, in.q, in.k, in.v, Tiling{16, 16}, order, 0, 1);
+    };
+    auto walked = make_stepper();
+    walked->set_history_cap(1 << 10);   // no per-step undo to fall back on
+    walked->set_keyframe_cap(48 << 10);
+    walked->seek(walked->schedule().steps());
+    CHECK(walked->keyframe_interval() > 1);  // merged at least once
+    CHECK(walked->keyframe_bytes() <= size_t{48} << 10);
+    const int64_t steps = walked->schedule().steps();
+    for (int64_t target : {steps - 1, steps / 2, steps / 2 + 1, int64_t{1}, steps / 3, int64_t{0}, steps - 2}) {
+      CAPTURE(target);
+      walked->seek(target);
+      auto straight = make_stepper();
+      straight->seek(target);
+      REQUIRE(walked->position() == target);
+      CHECK(walked->bytes() == straight->bytes());
+      CHECK(walked->tile_events().size() == straight->tile_events().size());
+      const Buffers& a = walked->buffers();
+      const Buffers& b = straight->buffers();
+      CHECK(a.o.data == b.o.data);
+      CHECK(a.l.data == b.l.data);
+      CHECK(a.m.data == b.m.data);
+      CHECK(a.dq.data == b.dq.data);
+      CHECK(a.dk.data == b.dk.data);
+      CHECK(a.dv.data == b.dv.data);
+      const Sram& x = walked->sram();
+      const Sram& y = straight->sram();
+      CHECK(x.O == y.O);
+      CHECK(x.m == y.m);
+      CHECK(x.l == y.l);
+      CHECK(x.dK == y.dK);
+      CHECK(x.dV == y.dV);
+    }
+    walked->seek(steps);  // and on to the end after all the jumps: the same result as one straight walk
+    auto straight = make_stepper();
+    straight->seek(steps);
+    CHECK(walked->buffers().o.data == straight->buffers().o.data);
+    CHECK(walked->buffers().dq.data == straight->buffers().dq.data);
+    CHECK(walked->buffers().dk.data == straight->buffers().dk.data);
+  }
+}
+
 TEST_CASE("tiled FA2 forward keeps memory O(N): only the schedule's block ranges depend on the tile grid") {
   const Problem p = make(65536, 65536, 64, false);
   const Schedule s(p, 0, kCpuDefault, Order::fa2);

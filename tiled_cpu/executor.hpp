@@ -82,6 +82,8 @@ class HeadRun {
   };
   Snapshot snapshot(const TileStep& s) const;
   void restore(const Snapshot& snap);
+  void restore_sram(const Sram& sram) { sram_ = sram; }
+  void restore_rows(const Transfer& t, const std::vector<float>& rows) { paste_rows(t, rows); }
   const Sram& sram() const { return sram_; }
 
  private:

@@ -1,8 +1,18 @@
 #include "stepper.hpp"
 
+#include <algorithm>
+
 #include "flashlab/error.hpp"
 
 namespace flashlab::tiled {
+
+namespace {
+size_t sram_bytes(const Sram& m) {
+  return (m.Q.size() + m.K.size() + m.V.size() + m.O.size() + m.dO.size() + m.dK.size() + m.dV.size() +
+          m.dQ.size() + m.m.size() + m.l.size() + m.lse.size() + m.D.size()) *
+         sizeof(float);
+}
+}  // namespace
 
 std::string to_string(Event::Kind kind) {
   switch (kind) {
@@ -78,20 +88,52 @@ void Stepper::restart() {
   event_cursor_ = -1;
   history_.clear();
   history_bytes_ = 0;
+  keyframes_.clear();
+  keyframe_bytes_ = 0;
+  interval_ = std::max<int64_t>(1, schedule().steps() / 1024);  // up to ~1024 keyframes before merging
+}
+
+void Stepper::keep_for_keyframe(const HeadRun::Snapshot& snap) {
+  if (keyframes_.empty() || (next_ % interval_ == 0 && keyframes_.back().position < next_)) {
+    keyframes_.push_back({next_, run_->sram(), bytes_, {}});
+    keyframe_bytes_ += sram_bytes(keyframes_.back().sram);
+  }
+  Keyframe& kf = keyframes_.back();
+  for (const auto& [t, rows] : snap.rows) {
+    const RowKey key{static_cast<int>(t.tensor), t.row0, t.rows};
+    if (kf.rows.try_emplace(key, t, rows).second) keyframe_bytes_ += rows.size() * sizeof(float);
+  }
+  while (keyframe_bytes_ > keyframe_cap_ && keyframes_.size() > 1) merge_keyframes();
+}
+
+// Keeps every other keyframe; each kept one takes over its dropped neighbour's rows that it does not
+// hold yet (their values at the dropped keyframe are the values at the kept one: not stored between).
+void Stepper::merge_keyframes() {
+  std::vector<Keyframe> kept;
+  keyframe_bytes_ = 0;
+  for (size_t n = 0; n < keyframes_.size(); n += 2) {
+    Keyframe kf = std::move(keyframes_[n]);
+    if (n + 1 < keyframes_.size())
+      for (auto& [key, row] : keyframes_[n + 1].rows) kf.rows.try_emplace(key, std::move(row));
+    keyframe_bytes_ += sram_bytes(kf.sram);
+    for (const auto& [key, row] : kf.rows) keyframe_bytes_ += row.second.size() * sizeof(float);
+    kept.push_back(std::move(kf));
+  }
+  keyframes_ = std::move(kept);
+  interval_ *= 2;
 }
 
 size_t Stepper::snapshot_bytes(const HeadRun::Snapshot& s) const {
-  const Sram& m = s.sram;
-  size_t floats = m.Q.size() + m.K.size() + m.V.size() + m.O.size() + m.dO.size() + m.dK.size() + m.dV.size() +
-                  m.dQ.size() + m.m.size() + m.l.size() + m.lse.size() + m.D.size();
+  size_t floats = 0;
   for (const auto& r : s.rows) floats += r.second.size();
-  return floats * sizeof(float) + sizeof(Undo);
+  return sram_bytes(s.sram) + floats * sizeof(float) + sizeof(Undo);
 }
 
 bool Stepper::next_tile() {
   if (done()) return false;
   const TileStep st = schedule().step(next_);
   Undo undo{run_->snapshot(st), bytes_};
+  keep_for_keyframe(undo.snap);
   history_bytes_ += snapshot_bytes(undo.snap);
   history_.push_back(std::move(undo));
   while (history_bytes_ > history_cap_ && history_.size() > 1) {
@@ -132,17 +174,48 @@ bool Stepper::prev_tile() {
     bytes_ = undo.bytes_before;
     next_ = target - 1;
     next_tile();
-  } else {  // the snapshots were dropped to keep memory bounded: replay from the start
-    restart();
-    while (next_ < target) next_tile();
+  } else {  // the snapshots were dropped to keep memory bounded: from the keyframe before
+    seek(target);
   }
   return true;
+}
+
+int64_t Stepper::rewind(int64_t tile) {
+  if (tile < 0 || tile > schedule().steps())
+    throw Error("stepper: tile " + std::to_string(tile) + " is outside 0.." + std::to_string(schedule().steps()));
+  if (tile >= next_) return next_;
+  // The keyframe to land on: at or before tile - 1, so that replaying step tile - 1 recovers its events.
+  const int64_t want = std::max<int64_t>(tile - 1, 0);
+  size_t a = 0;
+  while (a + 1 < keyframes_.size() && keyframes_[a + 1].position <= want) ++a;
+  if (keyframes_.empty()) {  // nothing run yet
+    restart();
+    return next_;
+  }
+  for (size_t n = keyframes_.size(); n-- > a;)  // newest first: older values win
+    for (const auto& [key, row] : keyframes_[n].rows) run_->restore_rows(row.first, row.second);
+  Keyframe& kf = keyframes_[a];
+  run_->restore_sram(kf.sram);
+  bytes_ = kf.bytes;
+  next_ = kf.position;
+  keyframes_.resize(a + 1);
+  kf.rows.clear();  // re-recorded as the steps after it run again
+  keyframe_bytes_ = 0;
+  for (const Keyframe& k : keyframes_) {
+    keyframe_bytes_ += sram_bytes(k.sram);
+    for (const auto& [key, row] : k.rows) keyframe_bytes_ += row.second.size() * sizeof(float);
+  }
+  history_.clear();  // the undo snapshots belong to later states
+  history_bytes_ = 0;
+  tile_events_.clear();
+  event_cursor_ = -1;
+  return next_;
 }
 
 void Stepper::seek(int64_t tile) {
   if (tile < 0 || tile > schedule().steps())
     throw Error("stepper: tile " + std::to_string(tile) + " is outside 0.." + std::to_string(schedule().steps()));
-  if (tile < next_) restart();
+  if (tile < next_) rewind(tile);
   while (next_ < tile) next_tile();
 }
 

@@ -4,10 +4,20 @@
 // Going forward runs exactly one tile step of the executor (O(tile) work)
 // and records its events. Going back restores a snapshot of what that step
 // changed (the on-chip state and the HBM rows it stored). Snapshots are kept
-// up to a memory cap; stepping back past the oldest one replays the pass
-// from its start, which is slower but gives the same state.
+// up to a memory cap.
+//
+// Far jumps back use keyframes: every `interval` steps the stepper keeps the
+// on-chip state and byte counters, and for the HBM rows the following steps
+// store, their values at the keyframe (the first time each is stored). Going
+// back to step t pastes those rows back, newest keyframe first, down to the
+// keyframe at or before t, and replays at most one interval. In FA2 order
+// each O row block is stored once, so the keyframes cost about one copy of
+// the head's O; in FA1 order and the backward, rows are stored again and
+// again, and when the keyframes outgrow their cap, neighbours merge (the
+// interval doubles).
 #pragma once
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -64,6 +74,11 @@ class Stepper {
   bool next_tile();                                   // false when done
   bool prev_tile();                                   // false at the start
   void seek(int64_t tile);                            // to the state after `tile` steps
+  // To the nearest keyframe at or before `tile` (pasting rows back, no replay); returns the position
+  // reached, from which next_tile() goes on. For far jumps spread over frames (the visualizer).
+  int64_t rewind(int64_t tile);
+  int64_t keyframe_interval() const { return interval_; }
+  size_t keyframe_bytes() const { return keyframe_bytes_; }
   const std::vector<Event>& tile_events() const { return tile_events_; }  // of the last step run
 
   // Event granularity within and across tiles: returns the event now current.
@@ -71,10 +86,13 @@ class Stepper {
   const Event* prev_event();
 
   void set_history_cap(size_t bytes) { history_cap_ = bytes; }
+  void set_keyframe_cap(size_t bytes) { keyframe_cap_ = bytes; }
 
  private:
   void restart();
   size_t snapshot_bytes(const HeadRun::Snapshot& s) const;
+  void keep_for_keyframe(const HeadRun::Snapshot& s);
+  void merge_keyframes();
 
   Problem p_;
   std::unique_ptr<Buffers> buf_;
@@ -95,6 +113,22 @@ class Stepper {
   std::deque<Undo> history_;
   size_t history_bytes_ = 0;
   size_t history_cap_ = size_t{256} << 20;
+
+  struct RowKey {  // a stored row block: (tensor, first row, rows)
+    int tensor;
+    int64_t row0, rows;
+    auto operator<=>(const RowKey&) const = default;
+  };
+  struct Keyframe {
+    int64_t position = 0;  // tile steps done
+    Sram sram;
+    ByteCounts bytes;
+    std::map<RowKey, std::pair<Transfer, std::vector<float>>> rows;  // values at `position`
+  };
+  std::vector<Keyframe> keyframes_;  // positions increasing, the first at 0
+  int64_t interval_ = 1;
+  size_t keyframe_bytes_ = 0;
+  size_t keyframe_cap_ = size_t{256} << 20;
 };
 
 }  // namespace flashlab::tiled

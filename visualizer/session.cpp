@@ -167,12 +167,18 @@ void Session::jump(int64_t tile) {
   target_ = std::clamp<int64_t>(tile, 0, steps());
   // Back: undo tile by tile (one tile of work each) while the Stepper surely
   // still holds the snapshots (it needs one more than the steps undone) and
-  // that is cheaper than replaying; else start over (O(N) to reset the
-  // buffers) and walk forward to the target over the next frames.
+  // that is no more than replaying from a keyframe; else every walk returns
+  // to its nearest keyframe (pasting back the rows stored since, no tile
+  // work), the walks are brought level, and advance() replays the rest (at
+  // most one keyframe interval) over the next frames.
   const int64_t back = position() - target_;
-  if (back > 0 && (back + 1 > undo_depth_ || target_ <= back)) {
-    for (Walk& w : walks_) w.stepper->seek(0);
+  if (back > 0 && (back + 1 > undo_depth_ || back > primary().stepper->keyframe_interval())) {
+    int64_t level = 0;
+    for (Walk& w : walks_) level = std::max(level, w.stepper->rewind(target_));
+    for (Walk& w : walks_)
+      while (w.stepper->position() < level) w.stepper->next_tile();
     computed_ = 0;
+    for (int64_t pos = 1; pos <= level; ++pos) computed_ += skipped_at(pos) ? 0 : 1;
     undo_depth_ = 0;
     version_ = next_version();
   }

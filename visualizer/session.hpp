@@ -90,6 +90,7 @@ class Session {
   int64_t computed() const { return computed_; }  // non-skipped tiles done by the primary walk
   bool seeking() const { return target_ != position(); }
   int64_t target() const { return target_; }
+  int64_t keyframe_interval() const { return primary().stepper->keyframe_interval(); }
   int64_t undo_depth() const { return undo_depth_; }  // a jump back this far (less one) undoes instead of replaying
   void advance(std::chrono::duration<double> budget);
   // Changes whenever a walk moves (and differs between sessions): what the

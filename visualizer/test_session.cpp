@@ -1,8 +1,10 @@
 // flashlab_viz_session_check: a Session that jumps back reaches the same state
 // as one that walked straight to the target, whether the jump undid tiles from
-// the Stepper's history (a short way back) or started over and replayed (a
-// long way back, or to the start): same tile, S_ij, O_i before/after, row
-// statistics, bytes per tensor and computed-tile count.
+// the Stepper's history (no further back than a keyframe interval) or landed on
+// a keyframe and replayed the rest (a long way back, or to the start): same
+// tile, S_ij, O_i before/after, row statistics, bytes per tensor and
+// computed-tile count. N = 8192 in 32 x 32 tiles gives keyframes 64 or more
+// steps apart, so a jump of 40 undoes and one of 150 lands on a keyframe.
 // Exits 1 with the first difference it finds.
 #include <cstdio>
 #include <iostream>
@@ -64,21 +66,35 @@ void check(const Settings& set) {
   std::cout << set.order << (set.compare ? " + partner" : "") << ", N=" << set.seqlen << (set.causal ? " causal" : "")
             << ":\n";
   Session s(set);
-  const int64_t far = std::min<int64_t>(200, s.steps()), near = far - 40, start = 3;
+  const int64_t far = std::min<int64_t>(3000, s.steps()), near = far - 40, start = 3;
   s.jump(far);
   arrive(s);
   const int64_t depth = s.undo_depth();
 
-  s.jump(near);  // 40 back from 200: within the history, and cheaper than replaying 160
-  if (s.undo_depth() != depth) fail("a jump 40 steps back started over (undo depth " + std::to_string(depth) + ")");
+  if (s.keyframe_interval() < 41) fail("keyframes only " + std::to_string(s.keyframe_interval()) + " steps apart");
+  s.jump(near);  // 40 back: within the history and within a keyframe interval: undo
+  if (s.undo_depth() != depth) fail("a jump 40 steps back did not undo (undo depth " + std::to_string(depth) + ")");
   arrive(s);
   Session straight(set);
   straight.jump(near);
   arrive(straight);
   compare(s, straight, "undone " + std::to_string(far - near) + " steps");
 
-  s.jump(start);  // replaying 3 steps is cheaper than undoing 157: starts over
-  if (s.undo_depth() != 0) fail("a jump to step 3 from " + std::to_string(near) + " did not start over");
+  s.jump(far);
+  arrive(s);
+  const int64_t back = far - 150;  // further than a keyframe interval: land on the keyframe before, replay
+  s.jump(back);
+  if (s.undo_depth() != 0 || s.position() > back || s.position() < back - s.keyframe_interval())
+    fail("a jump 150 steps back did not land on the keyframe before it (at " + std::to_string(s.position()) + ")");
+  arrive(s);
+  Session straight1(set);
+  straight1.jump(back);
+  arrive(straight1);
+  compare(s, straight1, "from a keyframe");
+
+  s.jump(start);  // to step 3, far back: the first keyframe, then 3 steps
+  if (s.undo_depth() != 0 || s.position() > start)
+    fail("a jump to step 3 from " + std::to_string(back) + " did not land on the first keyframe");
   arrive(s);
   Session straight2(set);
   straight2.jump(start);
@@ -105,13 +121,13 @@ void check(const Settings& set) {
 
 int main() {
   Settings fa2;
-  fa2.seqlen = 1024, fa2.hdim = 32, fa2.br = fa2.bc = 32, fa2.causal = true, fa2.order = "fa2";
+  fa2.seqlen = 8192, fa2.hdim = 32, fa2.br = fa2.bc = 32, fa2.causal = true, fa2.order = "fa2";
   check(fa2);
   Settings fa1 = fa2;
   fa1.order = "fa1", fa1.compare = true, fa1.causal = false;
   check(fa1);
   Settings bwd = fa2;
-  bwd.seqlen = 512, bwd.order = "bwd";
+  bwd.order = "bwd";
   check(bwd);
   if (failures) {
     std::cerr << failures << " check(s) failed\n";
