@@ -16,11 +16,16 @@ import argparse
 import csv
 import ctypes
 import datetime
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
 import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import summarize_gpu  # noqa: E402
 
 
 def check(rc, err):
@@ -57,6 +62,8 @@ def main():
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    print()
+    print(summarize_gpu.tables(rows))  # the TFLOP/s tables (bench/summarize_gpu.py makes them from the CSV too)
 
 
 def measure(fwd, bwd, err, device, pas, d, s, causal, deterministic):

@@ -15,26 +15,22 @@ from collections import defaultdict
 TARGET = {"fwd": 1.0, "fwd+bwd": 0.9}
 
 
-def main():
-    if len(sys.argv) != 2:
-        raise SystemExit(__doc__)
-    with open(sys.argv[1], newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        raise SystemExit(f"{sys.argv[1]}: no rows")
+def tables(rows):
+    """The markdown summary of gpu_compare.py rows (dicts of strings or numbers)."""
+    out = []
     first = rows[0]
-    print(f"# flashlab fa2 against PyTorch SDPA on {first['device']} ({first['date']}, torch {first['torch']})\n")
-    print("bf16, batch x seqlen = 16384 tokens, heads x head_dim = 2048; TFLOP/s by ANCHORS.md's convention "
-          "(forward 4 b h s^2 d, halved when causal; forward+backward 3.5x that); medians of "
-          "triton.testing.do_bench in one process.\n")
+    out.append(f"# flashlab fa2 against PyTorch SDPA on {first['device']} ({first['date']}, torch {first['torch']})\n")
+    out.append("bf16, batch x seqlen = 16384 tokens, heads x head_dim = 2048; TFLOP/s by ANCHORS.md's convention "
+               "(forward 4 b h s^2 d, halved when causal; forward+backward 3.5x that); medians of "
+               "triton.testing.do_bench in one process.\n")
     by_pass = defaultdict(list)
     for r in rows:
         by_pass[r["pass"]].append(r)
     for pas, prs in by_pass.items():
         seqlens = sorted({int(r["seqlen"]) for r in prs})
-        print(f"## {pas}{' (deterministic backward)' if prs[0].get('deterministic') == '1' else ''}\n")
-        print("| d | causal | " + " | ".join(f"s={s}" for s in seqlens) + " |")
-        print("|---|---|" + "---|" * len(seqlens))
+        out.append(f"## {pas}{' (deterministic backward)' if str(prs[0].get('deterministic')) == '1' else ''}\n")
+        out.append("| d | causal | " + " | ".join(f"s={s}" for s in seqlens) + " |")
+        out.append("|---|---|" + "---|" * len(seqlens))
         cells = {(int(r["hdim"]), int(r["causal"]), int(r["seqlen"])): r for r in prs}
         for d in sorted({k[0] for k in cells}):
             for causal in (0, 1):
@@ -46,13 +42,25 @@ def main():
                         continue
                     line.append(f"{float(r['flashlab_fa2_tflops']):.0f} / {float(r['sdpa_flash_tflops']):.0f} / "
                                 f"{float(r['sdpa_cudnn_tflops']):.0f} (**{float(r['ratio_vs_flash']):.2f}x**)")
-                print(f"| {d} | {causal} | " + " | ".join(line) + " |")
+                out.append(f"| {d} | {causal} | " + " | ".join(line) + " |")
         counted = [r for r in prs if int(r["seqlen"]) >= 1024]
         ratios = [float(r["ratio_vs_flash"]) for r in counted]
-        met = sum(x >= TARGET[pas] for x in ratios)
-        print(f"\nCells `fa2 / flash / cuDNN` TFLOP/s (**fa2 / flash**). At seqlen >= 1024: fa2 / flash from "
-              f"{min(ratios):.2f}x to {max(ratios):.2f}x; {met} of {len(ratios)} cells meet the target of "
-              f"{TARGET[pas]:.1f}x.\n")
+        if ratios:
+            met = sum(x >= TARGET[pas] for x in ratios)
+            out.append(f"\nCells `fa2 / flash / cuDNN` TFLOP/s (**fa2 / flash**). At seqlen >= 1024: fa2 / flash from "
+                       f"{min(ratios):.2f}x to {max(ratios):.2f}x; {met} of {len(ratios)} cells meet the target of "
+                       f"{TARGET[pas]:.1f}x.\n")
+    return "\n".join(out)
+
+
+def main():
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__)
+    with open(sys.argv[1], newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        raise SystemExit(f"{sys.argv[1]}: no rows")
+    print(tables(rows))
 
 
 if __name__ == "__main__":
