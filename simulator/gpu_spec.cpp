@@ -98,6 +98,8 @@ GpuSpec parse(const json& j, const std::string& file) {
   g.fp32_flops = number(j, "fp32_flops_per_s", file);
   g.exp_per_s = number(j, "exp_per_s", file);
   g.kernel_launch_s = number(j, "kernel_launch_s", file);
+  // Optional: measured on few GPUs (simulator/validation/microbench.cu); without it no per-CTA latency.
+  if (j.contains("dram_latency_s")) g.dram_latency_s = number(j, "dram_latency_s", file);
   for (auto [v, name] : {std::pair{g.sm_count, "sm_count"}, {g.clock_ghz, "clock_ghz"}, {g.l2_bytes, "l2_bytes"},
                          {g.hbm_bandwidth, "hbm_bandwidth_bytes_per_s"}, {g.fp32_flops, "fp32_flops_per_s"},
                          {g.exp_per_s, "exp_per_s"}, {g.smem_per_block_bytes, "smem_per_block_bytes"},

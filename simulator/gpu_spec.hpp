@@ -24,6 +24,7 @@ struct GpuSpec {
   double tensor_fp16 = 0, tensor_bf16 = 0, tensor_fp32 = 0, tensor_fp8 = 0;  // dense FLOP/s
   double mma_sync_fraction = 0, wgmma_fraction = 0;       // of the tensor peak, per instruction path
   double fp32_flops = 0, exp_per_s = 0, kernel_launch_s = 0;
+  double dram_latency_s = 0;                              // optional: 0 when the preset has none
 
   double tensor_peak(DType dtype) const;                  // FLOP/s for this storage dtype
   double hbm_effective() const { return hbm_bandwidth * hbm_achievable_fraction; }

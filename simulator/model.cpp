@@ -156,10 +156,10 @@ struct CtaList {
 // that frees first; returns the makespan. Only the last kMaxSimulated CTAs are replayed one by one:
 // the work before them keeps every slot busy, so it is spread evenly over the slots (the tail, which
 // is what the replay is for, comes from the last CTAs).
-double makespan(const std::vector<CtaList>& lists, double slots, double full_s, double partial_s) {
+double makespan(const std::vector<CtaList>& lists, double slots, double full_s, double partial_s, double per_cta_s) {
   constexpr double kMaxSimulated = 1024;
   auto duration = [&](const std::pair<double, double>& cta) {
-    return cta.first * full_s + cta.second * (partial_s - full_s);
+    return cta.first * full_s + cta.second * (partial_s - full_s) + per_cta_s;
   };
   double count = 0;
   for (const auto& l : lists) count += l.heads * static_cast<double>(l.ctas.size());
@@ -330,7 +330,11 @@ PassCost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward
   const double sharing = std::clamp(std::ceil(c.ctas / sms), 1.0, c.ctas_per_sm);
   const double full = overlap(a, std::max(exp_el, fp32_el), shape.streams) * sharing;
   const double partial = overlap(a, std::max(exp_el, fp32_el + mask_el), shape.streams) * sharing;
-  const double compute = makespan(lists, sharing * sms, full, partial);
+  // A CTA alone on its SM waits for its first loads (Q_i, K_j, V_j from DRAM) and for its last stores
+  // (O_i) to drain before the next CTA can start: two DRAM round trips with nothing else to run. With
+  // two or more CTAs per SM the others keep the SM busy meanwhile.
+  const double per_cta = sharing == 1 ? 2 * g.dram_latency_s : 0.0;
+  const double compute = makespan(lists, sharing * sms, full, partial, per_cta);
 
   c.t_tensor = c.flops / tensor_rate;
   c.t_smem = c.flops / flops_el * smem_el / sms;

@@ -177,10 +177,10 @@ TEST_CASE("predictions against PyTorch SDPA kernels measured on an H200 (simulat
                                << 100 * byte_err[byte_err.size() / 2] << "%); time within 25%: " << time_ok
                                << " (median |error| " << 100 * time_err[time_err.size() / 2] << "%)");
   CHECK(fused == 60);
-  // What the model holds today (simulator/README.md): 54 of 60 rows within 15% in bytes, 55 of 60
+  // What the model holds today (simulator/README.md): 54 of 60 rows within 15% in bytes, 60 of 60
   // within 25% in time, against the issue's target of 90% (54) each. These bounds guard against regressions.
   CHECK(bytes_ok >= 54);
-  CHECK(time_ok >= 55);
+  CHECK(time_ok >= 60);
 }
 
 TEST_CASE("one estimate takes well under 5 ms of CPU; a 1000-point sweep under 2 s") {
