@@ -61,27 +61,28 @@ Schedule::Schedule(const Problem& problem, int64_t batch_index, Tiling tiling, O
 
   // Visible columns of a Q block: the union over its rows of [col_begin, col_end).
   // Both edges grow with the row, so the union is one interval, from the first
-  // non-empty row's begin to the last non-empty row's end.
+  // non-empty row's begin to the last non-empty row's end. A row sees nothing
+  // only where col_end is clamped at 0, which puts its col_begin at 0 as well:
+  // so such rows form a prefix of the sequence, a block with any visible row
+  // has its last row visible, and the block's first row gives the union's
+  // begin. Two mask evaluations a block, not one a row.
   kv_range_.assign(Tr_, {0, 0});
-  q_range_.assign(Tc_, {Tr_, 0});
+  q_range_.assign(Tc_, {0, 0});
   for (int64_t i = 0; i < Tr_; ++i) {
-    int64_t first = -1, last = -1;
-    for (int64_t r = i * tiling.Br; r < std::min(sq_, (i + 1) * tiling.Br); ++r) {
-      if (problem.col_begin(b_, r) < problem.col_end(b_, r)) {
-        if (first < 0) first = r;
-        last = r;
-      }
-    }
-    if (first < 0) continue;
+    const int64_t first = i * tiling.Br, last = std::min(sq_, (i + 1) * tiling.Br) - 1;
+    if (problem.col_begin(b_, last) >= problem.col_end(b_, last)) continue;
     const int64_t c0 = problem.col_begin(b_, first), c1 = problem.col_end(b_, last);
     kv_range_[i] = {c0 / tiling.Bc, (c1 + tiling.Bc - 1) / tiling.Bc};
-    for (int64_t j = kv_range_[i].first; j < kv_range_[i].second; ++j) {
-      q_range_[j].first = std::min(q_range_[j].first, i);
-      q_range_[j].second = std::max(q_range_[j].second, i + 1);
-    }
   }
-  for (auto& r : q_range_)
-    if (r.first >= r.second) r = {0, 0};
+  // The Q blocks that see K/V block j: after the prefix of empty blocks, both ends of kv_range_ grow
+  // with i, so those blocks are [lo, hi) with two pointers that only move forward.
+  int64_t lo = 0, hi = 0;
+  for (int64_t j = 0; j < Tc_; ++j) {
+    while (lo < Tr_ && kv_range_[lo].second <= j) ++lo;  // empty blocks ({0, 0}) included
+    hi = std::max(hi, lo);
+    while (hi < Tr_ && kv_range_[hi].first <= j) ++hi;
+    q_range_[j] = lo < hi ? std::pair<int64_t, int64_t>{lo, hi} : std::pair<int64_t, int64_t>{0, 0};
+  }
 }
 
 int64_t Schedule::q_rows(int64_t i) const { return std::min(tiling_.Br, sq_ - i * tiling_.Br); }
