@@ -183,6 +183,39 @@ TEST_CASE("predictions against PyTorch SDPA kernels measured on an H200 (simulat
   CHECK(time_ok >= 60);
 }
 
+TEST_CASE("predictions against flashlab's own fa2 forward measured on an H200 (simulator/validation)") {
+  // The same sweep and measurements as the SDPA rows, for gpu/fa2_fwd.cu v5, predicted with the
+  // kernel's own tiles: Br x Bc = 128 x 64 for d <= 128, 64 x 64 for d = 256.
+  const std::string path = std::string(FLASHLAB_SOURCE_DIR) + "/simulator/validation/flashlab-h200-2026-11-22.csv";
+  const auto rows = read_csv(path);
+  REQUIRE(rows.size() == 30);
+  const GpuSpec gpu = load_gpu("h200");
+  int bytes_ok = 0, time_ok = 0;
+  for (const auto& r : rows) {
+    Problem p;
+    p.batch = static_cast<int64_t>(r.num("batch"));
+    p.heads_q = p.heads_kv = static_cast<int64_t>(r.num("heads"));
+    p.seqlen_q = p.seqlen_k = static_cast<int64_t>(r.num("seqlen"));
+    p.head_dim = static_cast<int64_t>(r.num("hdim"));
+    p.causal = r.num("causal") != 0;
+    p.dtype = DType::bf16;
+    Options o;
+    o.block_m = p.head_dim <= 128 ? 128 : 64;
+    o.block_n = 64;
+    const Estimate e = estimate(p, gpu, Algo::fa2, Pass::fwd, o);
+    const double be = (e.hbm_read_bytes + e.hbm_write_bytes) / (r.num("dram_read_bytes") + r.num("dram_write_bytes")) - 1;
+    const double te = e.time_s / r.num("event_time_s") - 1;
+    bytes_ok += std::fabs(be) <= 0.15;
+    time_ok += std::fabs(te) <= 0.25;
+  }
+  MESSAGE("flashlab fa2 rows: 30; DRAM bytes within 15%: " << bytes_ok << "; time within 25%: " << time_ok);
+  // Today (bench/results/gpu-h200-2026-11-22-fa2v5-dram.md): 28 and 21. The misses: d = 256, where the
+  // model charges this kernel's 72 bytes of ldmatrix reads per element of S at the shared-memory rate
+  // and predicts 26-52% too much time, and d = 128/256 non-causal at 16k in bytes.
+  CHECK(bytes_ok >= 28);
+  CHECK(time_ok >= 21);
+}
+
 TEST_CASE("one estimate takes well under 5 ms of CPU; a 1000-point sweep under 2 s") {
   const GpuSpec gpu = load_gpu("h100-sxm");
   Problem p;
