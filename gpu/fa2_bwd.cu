@@ -35,6 +35,10 @@
 //       290 TFLOP/s vs flash 326, cuDNN 557. Where it stands (ncu, d=128 s=4k, v3): tensor pipe 38%
 //       active, stalls led by short scoreboard (shared memory) and fixed-latency waits; 1 CTA of 8
 //       warps a SM (229 registers, 160 KiB).
+//   v5  dQ with two 16-row tiles a warp for d >= 128 (each K fragment feeds two MMAs): +2-3% in the
+//       same process against v4 (d=128 s=4k 277 -> 284 TFLOP/s, s=16k 288 -> 296). Full sweep
+//       (bench/results/gpu-h200-2026-11-22-fa2v6.md): 0.77-0.91x flash at s >= 1024; d=128 reaches
+//       0.90-0.91x from s = 4k non-causal and 8k causal, d=64 0.77-0.87x, d=256 0.81-0.86x.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -137,7 +141,8 @@ __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p
   constexpr int kCH = kWarpsKV / kKG;      // ... and along the queries (S^T) or head_dim (dK, dV)
   constexpr int kQ = kBr / kCH;            // queries per warp in S^T
   constexpr int kDh = D / kCH;             // dK / dV columns per warp
-  constexpr int kWM = kBr / 16;            // dQ: warps along the query rows ...
+  constexpr int kQT = D >= 128 ? 2 : 1;    // dQ: 16-row tiles per warp (a K fragment feeds kQT MMAs)
+  constexpr int kWM = kBr / (16 * kQT);    // dQ: warps along the query rows ...
   constexpr int kWN = kWarpsKV / kWM;      // ... and along head_dim
   constexpr int kDq = D / kWN;             // dQ columns per warp
   static_assert(kKG * kCH == kWarpsKV && kQ % 16 == 0 && kDh % 16 == 0 && kDq % 16 == 0, "tile shapes");
@@ -289,33 +294,40 @@ __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p
       }
     }
 
-    // dQ_i += dS K_j, added into the fp32 scratch: 16 queries x kDq columns per warp.
+    // dQ_i += dS K_j, added into the fp32 scratch: 16 kQT queries x kDq columns per warp.
     if (sc.dq_accum) {
       const int qm = warp % kWM, qn = warp / kWM;
-      float acc_dq[kDq / 8][4];
-      zero(acc_dq);
+      float acc_dq[kQT][kDq / 8][4];
+#pragma unroll
+      for (int mt = 0; mt < kQT; ++mt) zero(acc_dq[mt]);
 #pragma unroll
       for (int kk = 0; kk < kBcKV / 16; ++kk) {
-        uint32_t a[4];
-        load_a_trans<kBr>(a, sm.ds, qm * 16, kk * 16, lane);
+        uint32_t a[kQT][4];
+#pragma unroll
+        for (int mt = 0; mt < kQT; ++mt) load_a_trans<kBr>(a[mt], sm.ds, (qm * kQT + mt) * 16, kk * 16, lane);
 #pragma unroll
         for (int n = 0; n < kDq / 16; ++n) {
           uint32_t bk[4];
           load_b_trans<D>(bk, sm.k, qn * kDq + n * 16, kk * 16, lane);
-          mma_16816<T>(acc_dq[2 * n], a, bk[0], bk[1]);
-          mma_16816<T>(acc_dq[2 * n + 1], a, bk[2], bk[3]);
+#pragma unroll
+          for (int mt = 0; mt < kQT; ++mt) {
+            mma_16816<T>(acc_dq[mt][2 * n], a[mt], bk[0], bk[1]);
+            mma_16816<T>(acc_dq[mt][2 * n + 1], a[mt], bk[2], bk[3]);
+          }
         }
       }
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = row0 + qm * 16 + gr + 8 * r;
-        if (row >= s.sq) continue;
-        const int col0 = qn * kDq + tc;
-        float* dst = sc.dq_accum + ((s.row_base + row) * p.heads_q + h) * p.head_dim + col0;
+      for (int mt = 0; mt < kQT; ++mt)
 #pragma unroll
-        for (int n = 0; n < kDq / 8; ++n)
-          if (col0 + n * 8 < p.head_dim) add_pair(dst + n * 8, acc_dq[n][2 * r], acc_dq[n][2 * r + 1]);
-      }
+        for (int r = 0; r < 2; ++r) {
+          const int row = row0 + (qm * kQT + mt) * 16 + gr + 8 * r;
+          if (row >= s.sq) continue;
+          const int col0 = qn * kDq + tc;
+          float* dst = sc.dq_accum + ((s.row_base + row) * p.heads_q + h) * p.head_dim + col0;
+#pragma unroll
+          for (int n = 0; n < kDq / 8; ++n)
+            if (col0 + n * 8 < p.head_dim) add_pair(dst + n * 8, acc_dq[mt][n][2 * r], acc_dq[mt][n][2 * r + 1]);
+        }
     }
   }
 

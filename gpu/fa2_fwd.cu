@@ -41,6 +41,9 @@
 //       registers (0.56-0.74x), and for d=256 two K/V stages (0.70x), Bc = 32 (0.83-0.86x), 8 warps
 //       (0.84x), FA2's split K/V waits in the one-stage pipeline (no change beyond noise), and 8 warps
 //       with two stages (shape 5: 0.97x at s=16k non-causal, but 0.82-0.88x causal and at s=1k).
+//       With any head_dim that is a multiple of 8 zero-padded to 64/128/256 (column predicates in the
+//       loads and stores), the next full sweep (bench/results/gpu-h200-2026-11-22-fa2v6.md) gave d=64
+//       0.99-1.03x, d=128 0.96-0.99x, d=256 0.88-0.94x: the ratios move by 2-3% between runs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
