@@ -139,17 +139,12 @@ HostForward run_forward(const std::string& kernel, const Problem& p, const Tenso
                   std::to_string(free_bytes) + " free; fa2 needs none of it");
   }
 
-  DeviceBuffer dq(q.data.size() * es), dk(k.data.size() * es), dv(v.data.size() * es);
-  DeviceBuffer dout(size_t(BasicTensor<float>::count(p.o_shape())) * es);
-  DeviceBuffer dlse(size_t(BasicTensor<float>::count(p.lse_shape())) * 4);
-  upload(dq.ptr, q, dt);
-  upload(dk.ptr, k, dt);
-  upload(dv.ptr, v, dt);
-  FLASHLAB_CUDA(cudaMemset(dout.ptr, 0xff, size_t(BasicTensor<float>::count(p.o_shape())) * es));  // NaN poison
-  FLASHLAB_CUDA(cudaMemset(dlse.ptr, 0xff, size_t(BasicTensor<float>::count(p.lse_shape())) * 4));
-  a.q = dq.ptr;
-  a.k = dk.ptr;
-  a.v = dv.ptr;
+  DeviceBuffer q_in = uploaded(q, dt), k_in = uploaded(k, dt), v_in = uploaded(v, dt);
+  DeviceBuffer dout = poisoned(size_t(BasicTensor<float>::count(p.o_shape())) * es);
+  DeviceBuffer dlse = poisoned(size_t(BasicTensor<float>::count(p.lse_shape())) * 4);
+  a.q = q_in.ptr;
+  a.k = k_in.ptr;
+  a.v = v_in.ptr;
   a.o = dout.ptr;
   a.lse = static_cast<float*>(dlse.ptr);
 
@@ -191,14 +186,14 @@ HostBackward run_backward(const std::string& kernel, const Problem& p, const Ten
   a.deterministic = deterministic;
   DeviceSeqlens seqlens(p, a);
   if (p.varlen()) a.total_q = int(p.cu_seqlens_q.back());
-  DeviceBuffer dq_in = uploaded(q, dt), dk_in = uploaded(k, dt), dv_in = uploaded(v, dt);
+  DeviceBuffer q_in = uploaded(q, dt), k_in = uploaded(k, dt), v_in = uploaded(v, dt);
   DeviceBuffer d_o_in = uploaded(d_o, dt), o_in = uploaded(o, dt), lse_in(lse.data.size() * 4);
   FLASHLAB_CUDA(cudaMemcpy(lse_in.ptr, lse.ptr(), lse.data.size() * 4, cudaMemcpyHostToDevice));
   DeviceBuffer dq = poisoned(q.data.size() * 2), dk = poisoned(k.data.size() * 2), dv = poisoned(v.data.size() * 2);
   DeviceBuffer scratch = poisoned(fa2_backward_scratch_bytes(a));
-  a.q = dq_in.ptr;
-  a.k = dk_in.ptr;
-  a.v = dv_in.ptr;
+  a.q = q_in.ptr;
+  a.k = k_in.ptr;
+  a.v = v_in.ptr;
   a.o = o_in.ptr;
   a.lse = static_cast<float*>(lse_in.ptr);
   a.d_o = d_o_in.ptr;

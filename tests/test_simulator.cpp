@@ -136,6 +136,27 @@ std::vector<Row> read_csv(const std::string& path) {
   }
   return rows;
 }
+
+// The problem one measured row describes (the anchors' sweep: bf16, equal lengths, MHA).
+Problem measured_problem(const Row& r) {
+  Problem p;
+  p.batch = static_cast<int64_t>(r.num("batch"));
+  p.heads_q = p.heads_kv = static_cast<int64_t>(r.num("heads"));
+  p.seqlen_q = p.seqlen_k = static_cast<int64_t>(r.num("seqlen"));
+  p.head_dim = static_cast<int64_t>(r.num("hdim"));
+  p.causal = r.num("causal") != 0;
+  p.dtype = DType::bf16;
+  return p;
+}
+
+// Relative errors of a prediction against a measured row: DRAM bytes (read + write) and event time.
+struct Errors {
+  double bytes, time;
+};
+Errors errors_of(const Estimate& e, const Row& r) {
+  return {(e.hbm_read_bytes + e.hbm_write_bytes) / (r.num("dram_read_bytes") + r.num("dram_write_bytes")) - 1,
+          e.time_s / r.num("event_time_s") - 1};
+}
 }  // namespace
 
 TEST_CASE("predictions against PyTorch SDPA kernels measured on an H200 (simulator/validation)") {
@@ -146,21 +167,13 @@ TEST_CASE("predictions against PyTorch SDPA kernels measured on an H200 (simulat
   int fused = 0, bytes_ok = 0, time_ok = 0;
   std::vector<double> byte_err, time_err;
   for (const auto& r : rows) {
-    Problem p;
-    p.batch = static_cast<int64_t>(r.num("batch"));
-    p.heads_q = p.heads_kv = static_cast<int64_t>(r.num("heads"));
-    p.seqlen_q = p.seqlen_k = static_cast<int64_t>(r.num("seqlen"));
-    p.head_dim = static_cast<int64_t>(r.num("hdim"));
-    p.causal = r.num("causal") != 0;
-    p.dtype = DType::bf16;
+    const Problem p = measured_problem(r);
     const std::string backend = r.f.at("backend");
     const Algo algo = backend == "flash" ? Algo::fa2 : backend == "cudnn" ? Algo::fa3 : Algo::standard;
     Options o;
     o.standard_scale_pass = false;  // SDPA's math path scales Q and K, not S
     const Estimate e = estimate(p, gpu, algo, Pass::fwd, o);
-    const double measured_bytes = r.num("dram_read_bytes") + r.num("dram_write_bytes");
-    const double be = (e.hbm_read_bytes + e.hbm_write_bytes) / measured_bytes - 1;
-    const double te = e.time_s / r.num("event_time_s") - 1;
+    const auto [be, te] = errors_of(e, r);
     std::printf("  %-5s s=%5lld d=%3lld causal=%d  bytes %+6.1f%%  time %+6.1f%%  (bound %s)\n", backend.c_str(),
                 static_cast<long long>(p.seqlen_q), static_cast<long long>(p.head_dim), int(p.causal), 100 * be,
                 100 * te, e.bound.c_str());
@@ -192,19 +205,11 @@ TEST_CASE("predictions against flashlab's own fa2 forward measured on an H200 (s
   const GpuSpec gpu = load_gpu("h200");
   int bytes_ok = 0, time_ok = 0;
   for (const auto& r : rows) {
-    Problem p;
-    p.batch = static_cast<int64_t>(r.num("batch"));
-    p.heads_q = p.heads_kv = static_cast<int64_t>(r.num("heads"));
-    p.seqlen_q = p.seqlen_k = static_cast<int64_t>(r.num("seqlen"));
-    p.head_dim = static_cast<int64_t>(r.num("hdim"));
-    p.causal = r.num("causal") != 0;
-    p.dtype = DType::bf16;
+    const Problem p = measured_problem(r);
     Options o;
     o.block_m = p.head_dim <= 128 ? 128 : 64;
     o.block_n = 64;
-    const Estimate e = estimate(p, gpu, Algo::fa2, Pass::fwd, o);
-    const double be = (e.hbm_read_bytes + e.hbm_write_bytes) / (r.num("dram_read_bytes") + r.num("dram_write_bytes")) - 1;
-    const double te = e.time_s / r.num("event_time_s") - 1;
+    const auto [be, te] = errors_of(estimate(p, gpu, Algo::fa2, Pass::fwd, o), r);
     bytes_ok += std::fabs(be) <= 0.15;
     time_ok += std::fabs(te) <= 0.25;
   }
