@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""A/B two builds of flashlab's fa2 kernels in one process, beside SDPA flash (FlashAttention 2).
+
+Runs on the GPU machine. Loads two builds of libflashlab_gpu_c.so (say, before and after a change)
+side by side and times each one's fa2, and SDPA's flash backend, on the same bf16 tensors of the
+anchors' setup (batch * seqlen = 16384 tokens, heads * head_dim = 2048) with triton.testing.do_bench
+(median), so that a change's effect is read without the 2-3% drift between processes. Both builds'
+outputs are checked against each other. Prints one line a shape and writes a CSV.
+
+Usage: python3 bench/ab_libs.py A.so B.so OUT.csv [--seqlens 1024,8192] [--hdims 64,128,256]
+                                [--passes fwd,fwd+bwd]
+"""
+import argparse
+import csv
+import ctypes
+
+import torch
+import torch.nn.functional as F
+import triton.testing
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("out")
+    ap.add_argument("--seqlens", default="1024,8192")
+    ap.add_argument("--hdims", default="64,128,256")
+    ap.add_argument("--passes", default="fwd,fwd+bwd")
+    args = ap.parse_args()
+    libs = {"a": ctypes.CDLL(args.a), "b": ctypes.CDLL(args.b)}  # RTLD_LOCAL: the two builds do not clash
+    err = ctypes.create_string_buffer(512)
+    rows = []
+    for pas in args.passes.split(","):
+        for d in map(int, args.hdims.split(",")):
+            for s in map(int, args.seqlens.split(",")):
+                for causal in (False, True):
+                    rows.append(measure(libs, err, pas, d, s, causal))
+                    torch.cuda.empty_cache()
+    with open(args.out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def measure(libs, err, pas, d, s, causal):
+    b, h = 16384 // s, 2048 // d
+    gen = torch.Generator(device="cuda").manual_seed(s + d)
+    q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
+    lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    shape = (b, s, s, h, h, d, 2, ctypes.c_float(d ** -0.5), -1, 0 if causal else -1, ctypes.c_float(0.0))
+    outs = {}
+
+    def ours(name):
+        lib = libs[name]
+        o, dq, dk, dv = outs.setdefault(name, [torch.full_like(q, float("nan")) for _ in range(4)])
+        p = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, lse, do, dq, dk, dv)]
+
+        def call():
+            if lib.flashlab_forward(b"fa2", *p[:5], *shape, stream, err, 512) != 0:
+                raise RuntimeError(err.value.decode())
+            if pas != "fwd" and lib.flashlab_backward(b"fa2", *p, *shape, 0, stream, err, 512) != 0:
+                raise RuntimeError(err.value.decode())
+        return call
+
+    qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(pas != "fwd") for x in (q, k, v))
+
+    def flash():
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+            if pas != "fwd":
+                out.backward(do.transpose(1, 2))
+
+    calls = {"a": ours("a"), "b": ours("b"), "flash": flash}
+    for fn in calls.values():
+        fn()
+    torch.cuda.synchronize()
+    n = 1 if pas == "fwd" else 4
+    diff = max((x.float() - y.float()).abs().max().item() for x, y in zip(outs["a"][:n], outs["b"][:n]))
+    flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0) * (1.0 if pas == "fwd" else 3.5)
+    leaves = [qt, kt, vt] if pas != "fwd" else None
+    tf = {name: flops / (triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median",
+                                                  grad_to_none=leaves) * 1e-3) / 1e12
+          for name, fn in calls.items()}
+    row = {"pass": pas, "hdim": d, "seqlen": s, "causal": int(causal), "a_tflops": tf["a"], "b_tflops": tf["b"],
+           "flash_tflops": tf["flash"], "b_over_a": tf["b"] / tf["a"], "a_vs_flash": tf["a"] / tf["flash"],
+           "b_vs_flash": tf["b"] / tf["flash"], "max_abs_diff_a_b": diff}
+    print(f"{pas:7s} d={d:3d} s={s:5d} causal={int(causal)}  a {tf['a']:6.1f}  b {tf['b']:6.1f}  "
+          f"flash {tf['flash']:6.1f} TFLOP/s  b/a {row['b_over_a']:.3f}  a/flash {row['a_vs_flash']:.2f}  "
+          f"b/flash {row['b_vs_flash']:.2f}  |a-b| {diff:.1e}", flush=True)
+    return row
+
+
+if __name__ == "__main__":
+    main()

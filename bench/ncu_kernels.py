@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Profile flashlab's fa2 kernels beside SDPA flash's (FlashAttention 2) with Nsight Compute, one shape.
+
+Runs on the GPU machine. Both run forward+backward once (after a warm-up) on the same bf16 tensors of
+the anchors' setup (batch * seqlen = 16384 tokens, heads * head_dim = 2048); ncu collects the
+SpeedOfLight, Occupancy, LaunchStats, WarpStateStats, ComputeWorkloadAnalysis and InstructionStats
+sections (raw metrics) of every kernel whose name matches --kernels, and this script prints, per kernel,
+the figures a kernel author compares first: time, registers, shared memory, achieved occupancy, issue
+activity, tensor pipe activity, executed instructions and the leading warp stall reasons (average
+cycles per issued instruction). The full ncu CSV is kept.
+
+Usage: python3 bench/ncu_kernels.py LIB.so OUT.csv --hdim 128 --seqlen 4096 [--causal]
+                                    [--kernels REGEX]
+"""
+import argparse
+import csv
+import ctypes
+import os
+import subprocess
+import sys
+
+WANTED = [  # (label, ncu raw metric, divisor)
+    ("time us", "gpu__time_duration.sum", 1e3),
+    ("regs", "launch__registers_per_thread", 1),
+    ("smem KB", "launch__shared_mem_per_block_dynamic", 1024),
+    ("occ %", "sm__warps_active.avg.pct_of_peak_sustained_active", 1),
+    ("issue %", "smsp__issue_active.avg.pct_of_peak_sustained_active", 1),
+    ("tensor %", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", 1),
+    ("insts M", "smsp__inst_executed.sum", 1e6),
+]
+STALL = "smsp__average_warps_issue_stalled_"  # ..._<reason>_per_issue_active.ratio
+
+
+def worker(lib_path, d, s, causal):
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    lib = ctypes.CDLL(lib_path)
+    b, h = 16384 // s, 2048 // d
+    q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    o, dq, dk, dv = (torch.empty_like(q) for _ in range(4))
+    lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+    err = ctypes.create_string_buffer(512)
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    p = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, lse, do, dq, dk, dv)]
+    shape = (b, s, s, h, h, d, 2, ctypes.c_float(d ** -0.5), -1, 0 if causal else -1, ctypes.c_float(0.0))
+
+    def ours():
+        if lib.flashlab_forward(b"fa2", *p[:5], *shape, stream, err, 512) != 0:
+            raise RuntimeError(err.value.decode())
+        if lib.flashlab_backward(b"fa2", *p, *shape, 0, stream, err, 512) != 0:
+            raise RuntimeError(err.value.decode())
+
+    qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
+
+    def flash():
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).backward(do.transpose(1, 2))
+
+    for fn in (ours, flash):
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    ours()
+    flash()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
+def number(text):
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def report(log):
+    """Per kernel launch: the WANTED figures and the three largest stall reasons (cycles per issue)."""
+    with open(log) as f:
+        lines = f.readlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+    rows = list(csv.DictReader(lines[start:]))[1:]  # the first row after the header holds the units
+    print(f"{'kernel':44s} " + " ".join(f"{label:>8s}" for label, _, _ in WANTED) + "  top stalls (cycles per issue)")
+    for row in rows:
+        cells = []
+        for _, metric, div in WANTED:
+            x = number(row.get(metric, ""))
+            cells.append(f"{x / div:8.1f}" if x is not None else f"{'-':>8s}")
+        stalls = [(number(v), k[len(STALL):].replace("_per_issue_active.ratio", "")) for k, v in row.items()
+                  if k.startswith(STALL) and k.endswith("_per_issue_active.ratio") and number(v) is not None]
+        stalls.sort(reverse=True)
+        top = ", ".join(f"{n} {x:.1f}" for x, n in stalls[:4])
+        print(f"{row['Kernel Name'][:44]:44s} " + " ".join(cells) + "  " + top)
+
+
+def main():
+    if sys.argv[1] == "worker":
+        worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1")
+        return
+    ap = argparse.ArgumentParser()
+    ap.add_argument("lib")
+    ap.add_argument("out")
+    ap.add_argument("--hdim", type=int, default=128)
+    ap.add_argument("--seqlen", type=int, default=4096)
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--kernels", default="regex:dkdv|bwd|fa2_forward|fwd|preprocess|convert")
+    args = ap.parse_args()
+    cmd = ["ncu", "--csv", "--page", "raw", "--print-units", "base", "--profile-from-start", "off",
+           "--clock-control", "none", "--target-processes", "all", "--kernel-name", args.kernels, "--log-file", args.out]
+    for section in ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "ComputeWorkloadAnalysis",
+                    "InstructionStats"):
+        cmd += ["--section", section]
+    cmd += ["--metrics", ",".join(metric for _, metric, _ in WANTED)]
+    cmd += [sys.executable, os.path.abspath(__file__), "worker", os.path.abspath(args.lib), str(args.hdim),
+            str(args.seqlen), "1" if args.causal else "0"]
+    subprocess.run(cmd, check=True)
+    print(f"d={args.hdim} s={args.seqlen} causal={int(args.causal)} (ncu CSV: {args.out})")
+    report(args.out)
+
+
+if __name__ == "__main__":
+    main()
