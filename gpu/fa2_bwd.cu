@@ -1,7 +1,8 @@
 // fa2: FlashAttention-2 backward on tensor cores (FA2 paper, Algorithm 2).
 //
 // Four kernels, in launch order:
-//   1. preprocess   D_i = rowsum(dO_i * O_i) and LSE_i in log2 units, per query row (fp32)
+//   1. preprocess   D_i = rowsum(dO_i * O_i) and LSE_i in log2 units, per query row (fp32); zeroes
+//                   the row's dQ scratch (atomic path)
 //   2. dkdv         one CTA per (K/V block of Bc keys, kv head, batch); 8 warps. K_j and V_j stay in
 //                   shared memory, dK_j and dV_j in registers, while the Q blocks (Br rows, of every
 //                   query head of the GQA group) that see the block stream through a 2-stage cp.async
@@ -12,8 +13,9 @@
 //                     dV_j += P^T dO_i,  dK_j += dS^T Q_i    (warps: key groups of 32 x head_dim parts)
 //                     dQ_i += dS K_j                           (fp32 red.add into scratch; skipped when
 //                                                               deterministic)
-//                   Bc x Br = 128 x 64 for d <= 128; 64 x 64 for d = 256 (64 x 32 where shared memory
-//                   is under 208 KiB, as on A100)
+//                   Bc x Br = 128 x 128 for d = 64, 128 x 64 for d = 128 (and for d = 64 where shared
+//                   memory is under 162 KiB), 64 x 64 for d = 256 (64 x 32 where it is under 208 KiB,
+//                   as on A100)
 //   3. dq           deterministic only: one CTA per (Q block of 64, head, batch), 4 warps of 16 rows,
 //                   recomputing S, P, dP and dS over its K/V blocks (two extra MMAs a tile) so that dQ
 //                   is summed in a fixed order, without atomics
@@ -39,6 +41,22 @@
 //       same process against v4 (d=128 s=4k 277 -> 284 TFLOP/s, s=16k 288 -> 296). Full sweep
 //       (bench/results/gpu-h200-2026-11-22-fa2v6.md): 0.77-0.91x flash at s >= 1024; d=128 reaches
 //       0.90-0.91x from s = 4k non-causal and 8k causal, d=64 0.77-0.87x, d=256 0.81-0.86x.
+//   v6  On an NVIDIA H100, each change A/B'd in one process (bench/ab_libs.py; CSVs in bench/results/):
+//       - d = 64 takes Br = 128 query rows a step, as FA2 does there (more MMAs per fragment read):
+//         +3-4% (results/gpu-bwdshape-h100-2026-11-22-s2-*.csv against -s0-*.csv); two CTAs an SM at
+//         <= 128 registers (FLASHLAB_FA2_BWD_SHAPE=3; d = 64 then spills) measured 0.74-0.81x flash
+//         against the default's 0.80-0.92x (-s2-, -s3-) and is not kept;
+//       - ncu's source view (d=256, s=4k; bench/ncu_kernels.py) put 19% of the warps' stall samples on
+//         the load/store queue being full (`lg`) at the dQ reductions, and 10% on the barrier after
+//         them; SDPA flash's kernel shows neither. dQ is now added with 16-byte reductions, half as
+//         many instructions (a lane pair swaps halves first): +1-8%, d=256 +5-8%
+//         (ab-h100-2026-11-22-dq-red-v4.csv); scalar reductions, as FA2's atomicAdd, are 13-30% slower
+//         (...-dq-red-scalar.csv) and dQ before dV/dK 0-4% slower (...-dq-first.csv);
+//       - dQ with two 16-row tiles a warp at Br = 128 (d = 64): +1-3% (...-dq-two-row-tiles-d64.csv);
+//       - the dQ scratch is zeroed by the preprocess kernel instead of a memset.
+//       Full sweep (bench/results/gpu-h100-2026-11-22-fa2v7.md), forward+backward against SDPA flash at
+//       s >= 1024: d=64 0.85-0.95x, d=128 0.86-0.95x, d=256 0.87-0.94x; 19 of 30 cells reach 0.9x,
+//       the causal s <= 2k ones do not. ncu (d=128, s=4k): dkdv 4.72 ms against flash's 4.42 ms.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -71,7 +89,7 @@ __host__ __device__ inline Scratch scratch_of(const BackwardParams& p) {
   return {accum, dsum, dsum + rows * p.heads_q};
 }
 
-// ---- 1. D = rowsum(dO * O) and LSE2; one warp per (row, head)
+// ---- 1. D = rowsum(dO * O) and LSE2, and dQ's scratch row zeroed; one warp per (row, head)
 template <typename T>
 __global__ void preprocess_kernel(const BackwardParams p) {
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
@@ -89,8 +107,12 @@ __global__ void preprocess_kernel(const BackwardParams p) {
   }
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffff, acc, off);
+  const Scratch sc = scratch_of(p);
+  if (sc.dq_accum) {  // the dQ scratch the dkdv kernel adds into: zeroed here rather than by a memset
+    float* accum = sc.dq_accum + ((s.row_base + row) * p.heads_q + h) * p.head_dim;
+    for (int c = 2 * lane; c < p.head_dim; c += 64) *reinterpret_cast<float2*>(accum + c) = make_float2(0.f, 0.f);
+  }
   if (lane == 0) {
-    const Scratch sc = scratch_of(p);
     const int64_t at = s.row_array(h, b, p) + row;
     const float lse = p.lse[at];
     sc.dsum[at] = acc;
@@ -112,14 +134,35 @@ __device__ __forceinline__ void prob_grad(float& s, float& dp, float lse2, float
   }
 }
 
-// dst[0] += x, dst[1] += y in global memory, returning nothing (a reduction, not an atomic that waits
-// for the old value): one 8-byte operation on sm_90, two 4-byte ones before.
-__device__ __forceinline__ void add_pair(float* dst, float x, float y) {
+// Adds one thread's share of two adjacent 16 x 8 accumulator tiles of dQ (columns col0 .. col0 + 15 of one
+// row, C-fragment layout: this lane holds (c, c + 1) of each, c = col0 + tc) into the fp32 scratch row,
+// if `ok` (the row exists). Every lane of the warp must call it (it shuffles).
+// On sm_90 the lane pair (tc, tc + 2) first swaps halves with one shuffle each way, so that each lane
+// owns four consecutive columns of one tile and adds them with one 16-byte reduction: half the
+// reduction instructions, which otherwise fill the load/store unit's queue (ncu, v5: the `lg` stall,
+// 19% of the warps' stall samples at d = 256; scalar reductions, as FA2's atomicAdd, measured 13-30%
+// slower than 8-byte ones).
+__device__ __forceinline__ void add_two_tiles(float* row, int col0, int tc, float2 a, float2 b, int head_dim,
+                                              bool ok) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("red.relaxed.gpu.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(dst), "f"(x), "f"(y) : "memory");
-#else
-  atomicAdd(dst, x);
-  atomicAdd(dst + 1, y);
+  const bool odd = (tc / 2) & 1;  // holds columns 2..3 or 6..7 of its 8
+  const float2 give = odd ? a : b;
+  const float2 got = make_float2(__shfl_xor_sync(0xffffffff, give.x, 1), __shfl_xor_sync(0xffffffff, give.y, 1));
+  const int col = col0 + (odd ? 8 + tc - 2 : tc);  // even lanes: tile a's 4 columns; odd: tile b's
+  const float4 v = odd ? make_float4(got.x, got.y, b.x, b.y) : make_float4(a.x, a.y, got.x, got.y);
+  if (ok && col < head_dim)
+    asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(row + col), "f"(v.x), "f"(v.y),
+                 "f"(v.z), "f"(v.w)
+                 : "memory");
+#else  // before sm_90: 4-byte reductions (atomicAdd with its result unused compiles to one)
+  if (ok && col0 + tc < head_dim) {
+    atomicAdd(row + col0 + tc, a.x);
+    atomicAdd(row + col0 + tc + 1, a.y);
+  }
+  if (ok && col0 + 8 + tc < head_dim) {
+    atomicAdd(row + col0 + 8 + tc, b.x);
+    atomicAdd(row + col0 + 8 + tc + 1, b.y);
+  }
 #endif
 }
 
@@ -134,14 +177,16 @@ struct KVSmem {
   float lse2[2][kBr], dsum[2][kBr];
 };
 
-// kKT: 16-key MMA tiles per warp (a Q / dO fragment read from shared memory feeds kKT MMAs).
-template <int D, int kBcKV, int kBr, int kKT, typename T, bool kSoftcap>
-__global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p) {
+// kKT: 16-key MMA tiles per warp (a Q / dO fragment read from shared memory feeds kKT MMAs);
+// kMinBlocks: CTAs an SM should hold at once (caps the registers at 65536 / (256 kMinBlocks)); 0 leaves
+// the register count to ptxas.
+template <int D, int kBcKV, int kBr, int kKT, int kMinBlocks, typename T, bool kSoftcap>
+__global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const BackwardParams p) {
   constexpr int kKG = kBcKV / (16 * kKT);  // S^T, dK, dV: warps along the keys (16 kKT each) ...
   constexpr int kCH = kWarpsKV / kKG;      // ... and along the queries (S^T) or head_dim (dK, dV)
   constexpr int kQ = kBr / kCH;            // queries per warp in S^T
   constexpr int kDh = D / kCH;             // dK / dV columns per warp
-  constexpr int kQT = D >= 128 ? 2 : 1;    // dQ: 16-row tiles per warp (a K fragment feeds kQT MMAs)
+  constexpr int kQT = D >= 128 || kBr >= 128 ? 2 : 1;  // dQ: 16-row tiles a warp (a K fragment feeds kQT MMAs)
   constexpr int kWM = kBr / (16 * kQT);    // dQ: warps along the query rows ...
   constexpr int kWN = kWarpsKV / kWM;      // ... and along head_dim
   constexpr int kDq = D / kWN;             // dQ columns per warp
@@ -321,12 +366,12 @@ __global__ void __launch_bounds__(kThreadsKV) dkdv_kernel(const BackwardParams p
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int row = row0 + (qm * kQT + mt) * 16 + gr + 8 * r;
-          if (row >= s.sq) continue;
-          const int col0 = qn * kDq + tc;
-          float* dst = sc.dq_accum + ((s.row_base + row) * p.heads_q + h) * p.head_dim + col0;
+          float* dst = sc.dq_accum + ((s.row_base + row) * p.heads_q + h) * p.head_dim;
 #pragma unroll
-          for (int n = 0; n < kDq / 8; ++n)
-            if (col0 + n * 8 < p.head_dim) add_pair(dst + n * 8, acc_dq[mt][n][2 * r], acc_dq[mt][n][2 * r + 1]);
+          for (int n = 0; n < kDq / 8; n += 2)
+            add_two_tiles(dst, qn * kDq + n * 8, tc, make_float2(acc_dq[mt][n][2 * r], acc_dq[mt][n][2 * r + 1]),
+                          make_float2(acc_dq[mt][n + 1][2 * r], acc_dq[mt][n + 1][2 * r + 1]), p.head_dim,
+                          row < s.sq);
         }
     }
   }
@@ -507,50 +552,71 @@ void allow_smem(Kernel kernel, size_t bytes) {
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
-template <int D, int kBc, int kBr, typename T, int kKT>
+template <int D, int kBc, int kBr, typename T, int kKT, int kMinBlocks = 0>
 void launch_dkdv(const BackwardParams& p, bool cap, cudaStream_t stream) {
   constexpr size_t smem = sizeof(KVSmem<D, kBc, kBr, T>);
-  auto kernel = cap ? dkdv_kernel<D, kBc, kBr, kKT, T, true> : dkdv_kernel<D, kBc, kBr, kKT, T, false>;
+  auto kernel = cap ? dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, true>
+                    : dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, false>;
   allow_smem(kernel, smem);
   kernel<<<dim3((p.seqlen_k + kBc - 1) / kBc, p.heads_kv, p.batch), kThreadsKV, smem, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
 }
 
+// dK and dV (and dQ's atomic sum). Two 16-key MMA tiles a warp, so each Q / dO fragment feeds two
+// MMAs. d = 256 takes 64 query rows a step where shared memory allows (208 KiB: sm_90), else 32 with
+// one key tile a warp (sm_80).
+template <int D, typename T>
+void launch_dkdv_default(const BackwardParams& p, bool cap, cudaStream_t stream) {
+  if constexpr (D == 256) {
+    if (max_smem_per_block() < sizeof(KVSmem<D, 64, 64, T>))
+      launch_dkdv<D, 64, 32, T, 1>(p, cap, stream);
+    else
+      launch_dkdv<D, 64, 64, T, 2>(p, cap, stream);
+  } else if constexpr (D == 128) {
+    launch_dkdv<D, 128, 64, T, 2>(p, cap, stream);
+  } else if (max_smem_per_block() < sizeof(KVSmem<D, 128, 128, T>)) {
+    launch_dkdv<D, 128, 64, T, 2>(p, cap, stream);
+  } else {
+    launch_dkdv<D, 128, 128, T, 2>(p, cap, stream);
+  }
+}
+
+// Experimental dkdv shapes for bf16, picked with FLASHLAB_FA2_BWD_SHAPE=N: a development knob for
+// timing them side by side in one process (unset or 0: the default).
+template <int D, typename T>
+bool launch_dkdv_experiment(const BackwardParams& p, bool cap, cudaStream_t stream) {
+  static const int which = [] {
+    const char* e = std::getenv("FLASHLAB_FA2_BWD_SHAPE");
+    return e ? std::atoi(e) : 0;
+  }();
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    switch (which) {
+      case 1: launch_dkdv<D, 64, 64, T, 1>(p, cap, stream); return true;  // v1: one key tile a warp, 64 keys
+    }
+    if constexpr (D == 64) {
+      switch (which) {
+        case 2: launch_dkdv<D, 128, 64, T, 2>(p, cap, stream); return true;     // v4-v5: Br = 64
+        case 3: launch_dkdv<D, 128, 64, T, 2, 2>(p, cap, stream); return true;  // two CTAs an SM (spills)
+      }
+    } else if constexpr (D == 128) {
+      switch (which) {
+        case 3: launch_dkdv<D, 64, 64, T, 2, 2>(p, cap, stream); return true;  // 64 keys, two CTAs an SM
+      }
+    }
+  }
+  return false;
+}
+
 template <int D, typename T>
 void launch(const BackwardParams& p, cudaStream_t stream) {
   using C = Config<D>;
-  const Scratch sc = scratch_of(p);
-  const int64_t rows = p.cu_seqlens_q ? p.total_q : int64_t(p.batch) * p.seqlen_q;
-  if (sc.dq_accum)
-    FLASHLAB_CUDA(cudaMemsetAsync(sc.dq_accum, 0, size_t(rows) * p.heads_q * p.head_dim * sizeof(float), stream));
-
-  // The largest sequence bounds the grid; CTAs past their entry's length return at once.
+  // D, LSE2, and a zeroed dQ scratch (atomic path). The largest sequence bounds the grid; CTAs past
+  // their entry's length return at once.
   preprocess_kernel<T><<<dim3((p.seqlen_q + 7) / 8, p.heads_q, p.batch), 256, 0, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
 
   const bool cap = p.softcap > 0.f;
-  // Two 16-key MMA tiles a warp, so each Q / dO fragment feeds two MMAs. d = 256 takes 64 query rows a
-  // step where shared memory allows (208 KiB: sm_90), else 32 with one key tile a warp (sm_80).
-  // FLASHLAB_FA2_BWD_SHAPE=1 (bf16; a development knob): v1's shape, one key tile a warp (and 64 keys a
-  // CTA for d <= 128).
-  static const int shape = [] {
-    const char* e = std::getenv("FLASHLAB_FA2_BWD_SHAPE");
-    return e ? std::atoi(e) : 0;
-  }();
-  const bool v1 = std::is_same_v<T, __nv_bfloat16> && shape == 1;
-  if constexpr (D == 256) {
-    if (max_smem_per_block() < sizeof(KVSmem<D, 64, 64, T>))
-      launch_dkdv<D, 64, 32, T, 1>(p, cap, stream);
-    else if (v1)
-      launch_dkdv<D, 64, 64, T, 1>(p, cap, stream);
-    else
-      launch_dkdv<D, 64, 64, T, 2>(p, cap, stream);
-  } else {
-    if (v1)
-      launch_dkdv<D, 64, 64, T, 1>(p, cap, stream);
-    else
-      launch_dkdv<D, 128, 64, T, 2>(p, cap, stream);
-  }
+  if (!launch_dkdv_experiment<D, T>(p, cap, stream)) launch_dkdv_default<D, T>(p, cap, stream);
 
   if (p.deterministic) {
     constexpr size_t q_smem = size_t(2 * kBrQ + 4 * C::kBcQ) * D * sizeof(T);

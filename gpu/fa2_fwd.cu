@@ -44,6 +44,16 @@
 //       With any head_dim that is a multiple of 8 zero-padded to 64/128/256 (column predicates in the
 //       loads and stores), the next full sweep (bench/results/gpu-h200-2026-11-22-fa2v6.md) gave d=64
 //       0.99-1.03x, d=128 0.96-0.99x, d=256 0.88-0.94x: the ratios move by 2-3% between runs.
+//   v6  ldmatrix addresses with the swizzle's XOR split so that it only mixes constants with the lane's
+//       bits (mma.cuh swizzle_at): each address is a register plus a constant after unrolling. A/B in
+//       one process on an NVIDIA H100 (bench/ab_libs.py, results/ab-h100-2026-11-22-swizzle-split.csv):
+//       d=256 +1-4%, d=64/128 within the +-3% noise. Full sweep on the H100, fwd and fwd+bwd
+//       (bench/results/gpu-h100-2026-11-22-fa2v7.md): d=64 1.00-1.05x SDPA flash (s >= 1024), d=128
+//       0.97-1.02x, d=256 0.91-0.99x; e.g. d=128 s=16k 352 TFLOP/s vs flash 355, cuDNN 635.
+//       Tried and not kept (same GPU): Q in registers at d=256 (FLASHLAB_FA2_FWD_SHAPE=6: 124 bytes of
+//       spills, 0.79-0.84x against 0.87-0.91x), a predicate-free branch for tiles wholly in range in
+//       load_tile (0.94-0.99x of without: results/ab-h100-2026-11-22-inrange-fastpaths.csv), and the
+//       heaviest causal Q blocks launched first (no change beyond noise: ...-fwd-reverse-order.csv).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -327,6 +337,7 @@ bool launch_experiment(const AttentionParams& p, cudaStream_t stream) {
       case 3: launch<Shape<D, 4, 1, 32, 1, false>, T>(p, stream); return true;  // Bc = 32, one stage
       case 4: launch<Shape<D, 8, 1, 64, 1, false>, T>(p, stream); return true;  // Br = 128, eight warps
       case 5: launch<Shape<D, 8, 1, 64, 2, false>, T>(p, stream); return true;  // ... two stages (192 KiB)
+      case 6: launch<Shape<D, 4, 1, 64, 1, true>, T>(p, stream); return true;   // Q in registers (spills)
     }
   }
   return false;

@@ -92,27 +92,43 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                : "r"(smem_addr(p)));
 }
 
-// The four ways fa2 feeds an MMA from a swizzled tile of width W (lane = threadIdx.x % 32):
+// The offset of (row0 + r, chunk0 + c) in a swizzled tile, where row0 % 8 == 0 and chunk0 % 2 == 0 are
+// the caller's (constants once loops unroll, or loop-invariant) and r < 16, c < 2 the lane's. Written
+// so that the XOR only ever mixes a constant with the lane's bits:
+//   (chunk0 + c) ^ (r & 7) = (chunk0 & ~7) + ((chunk0 & 6) ^ (r & 6)) + (c ^ (r & 1)),
+// after unrolling every ldmatrix address is then a register computed once plus a constant, instead
+// of an XOR, shifts and adds before each load.
+template <int W>
+__device__ __forceinline__ int swizzle_at(int row0, int chunk0, int r, int c) {
+  if constexpr (W / 8 >= 8) {
+    return (row0 + r) * W + ((chunk0 & ~7) + ((chunk0 & 6) ^ (r & 6)) + (c ^ (r & 1))) * 8;
+  } else {
+    return swizzle<W>(row0 + r, chunk0 + c);
+  }
+}
+
+// The four ways fa2 feeds an MMA from a swizzled tile of width W (lane = threadIdx.x % 32; m0, n0 and
+// k0 multiples of 16):
 // A (16 x 16 at (m0, k0)) from a row-major (m x k) tile.
 template <int W, typename T>
 __device__ __forceinline__ void load_a(uint32_t (&a)[4], const T* tile, int m0, int k0, int lane) {
-  ldmatrix_x4(a, tile + swizzle<W>(m0 + lane % 16, k0 / 8 + lane / 16));
+  ldmatrix_x4(a, tile + swizzle_at<W>(m0, k0 / 8, lane % 16, lane / 16));
 }
 // A (16 x 16 at (m0, k0)) from a tile stored transposed, (k x m) row-major.
 template <int W, typename T>
 __device__ __forceinline__ void load_a_trans(uint32_t (&a)[4], const T* tile, int m0, int k0, int lane) {
-  ldmatrix_x4_trans(a, tile + swizzle<W>(k0 + lane % 8 + (lane / 16) * 8, m0 / 8 + (lane / 8) % 2));
+  ldmatrix_x4_trans(a, tile + swizzle_at<W>(k0, m0 / 8, lane % 8 + (lane / 16) * 8, (lane / 8) % 2));
 }
 // B of two 8-column tiles (n0 and n0 + 8, 16 deep at k0) from an (n x k) row-major tile, as K in Q K^T:
 // {b[0], b[1]} feed the first tile, {b[2], b[3]} the second.
 template <int W, typename T>
 __device__ __forceinline__ void load_b(uint32_t (&b)[4], const T* tile, int n0, int k0, int lane) {
-  ldmatrix_x4(b, tile + swizzle<W>(n0 + (lane / 16) * 8 + lane % 8, k0 / 8 + (lane / 8) % 2));
+  ldmatrix_x4(b, tile + swizzle_at<W>(n0, k0 / 8, (lane / 16) * 8 + lane % 8, (lane / 8) % 2));
 }
 // The same from a (k x n) row-major tile, as V in P V.
 template <int W, typename T>
 __device__ __forceinline__ void load_b_trans(uint32_t (&b)[4], const T* tile, int n0, int k0, int lane) {
-  ldmatrix_x4_trans(b, tile + swizzle<W>(k0 + lane % 8 + ((lane / 8) % 2) * 8, n0 / 8 + lane / 16));
+  ldmatrix_x4_trans(b, tile + swizzle_at<W>(k0, n0 / 8, lane % 8 + ((lane / 8) % 2) * 8, lane / 16));
 }
 
 // D (16x8 fp32) += A (16x16) * B (16x8), A and B in bf16 or fp16.
