@@ -9,15 +9,12 @@ the CSV: flashlab_fa2.
 
 Usage (on the GPU machine): python3 measure_flashlab.py LIB.so OUT.csv [--quick]
 """
-import csv
 import ctypes
-import datetime
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure_sdpa import HDIMS, METRICS, SEQLENS, parse_ncu  # noqa: E402
+from measure_sdpa import HDIMS, SEQLENS, profile_with_ncu, time_calls, write_rows  # noqa: E402
 
 
 def configs(quick):
@@ -67,44 +64,14 @@ def main():
         return
     lib_path, out, quick = os.path.abspath(sys.argv[1]), sys.argv[2], "--quick" in sys.argv
     import torch
-    import triton.testing
     lib = ctypes.CDLL(lib_path)
-    device = torch.cuda.get_device_name()
-    date = datetime.date.today().isoformat()
     cfgs = list(configs(quick))
-
-    print(f"timing {len(cfgs)} calls on {device} with CUDA events", flush=True)
-    times = []
-    for n, c in enumerate(cfgs):
-        call, batch, heads = make_call(torch, lib, *c)
-        ms = triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median")
-        times.append((batch, heads, ms * 1e-3))
-        print(f"  [{n + 1}/{len(cfgs)}] s={c[0]:5d} d={c[1]:3d} causal={int(c[2])}: {ms:.3f} ms", flush=True)
-        del call
-        torch.cuda.empty_cache()
-
-    print("profiling with ncu", flush=True)
-    log = out + ".ncu.csv"
-    cmd = ["ncu", "--csv", "--page", "raw", "--print-units", "base", "--metrics", ",".join(METRICS),
-           "--profile-from-start", "off", "--clock-control", "none", "--cache-control", "all",
-           "--target-processes", "all", "--log-file", log, sys.executable, __file__, "profile-worker", lib_path]
-    if quick:
-        cmd.append("--quick")
-    subprocess.run(cmd, check=True)
-    groups = parse_ncu(log)
-    if len(groups) != len(cfgs):
-        raise SystemExit(f"ncu gave {len(groups)} marked groups for {len(cfgs)} calls; see {log}")
-
-    fields = ["device", "date", "torch", "backend", "pass", "batch", "heads", "seqlen", "hdim", "causal", "dtype",
-              "dram_read_bytes", "dram_write_bytes", "l2_bytes", "ncu_time_s", "event_time_s", "kernels", "kernel_names"]
-    with open(out, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(fields)
-        for (s, d, causal), (batch, heads, t), g in zip(cfgs, times, groups):
-            w.writerow([device, date, torch.__version__, "flashlab_fa2", "fwd", batch, heads, s, d, int(causal), "bf16",
-                        int(g["dram__bytes_read.sum"]), int(g["dram__bytes_write.sum"]), int(g["lts__t_bytes.sum"]),
-                        g["time_s"], t, g["kernels"], ";".join(g["names"])])
-    print(f"wrote {out}: {len(cfgs)} rows", flush=True)
+    print(f"timing {len(cfgs)} calls on {torch.cuda.get_device_name()} with CUDA events", flush=True)
+    times = time_calls(torch, cfgs, lambda c: make_call(torch, lib, *c),
+                       lambda c: f"s={c[0]:5d} d={c[1]:3d} causal={int(c[2])}")
+    worker = [__file__, "profile-worker", lib_path] + (["--quick"] if quick else [])
+    groups = profile_with_ncu(out, worker, len(cfgs))
+    write_rows(out, torch, [("flashlab_fa2", s, d, causal, t, g) for (s, d, causal), t, g in zip(cfgs, times, groups)])
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ Usage (on the GPU machine): python3 measure_sdpa.py OUT.csv [--quick]
 """
 import csv
 import datetime
-import os
 import subprocess
 import sys
 
@@ -97,49 +96,64 @@ def parse_ncu(path):
     return groups
 
 
+FIELDS = ["device", "date", "torch", "backend", "pass", "batch", "heads", "seqlen", "hdim", "causal", "dtype",
+          "dram_read_bytes", "dram_write_bytes", "l2_bytes", "ncu_time_s", "event_time_s", "kernels", "kernel_names"]
+
+
+def time_calls(torch, cfgs, make, describe):
+    """CUDA-event medians (triton.testing.do_bench) of make(cfg) -> (call, batch, heads), one cfg at a time."""
+    import triton.testing
+    times = []
+    for n, c in enumerate(cfgs):
+        call, batch, heads = make(c)
+        ms = triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median")
+        times.append((batch, heads, ms * 1e-3))
+        print(f"  [{n + 1}/{len(cfgs)}] {describe(c)}: {ms:.3f} ms", flush=True)
+        del call
+        torch.cuda.empty_cache()
+    return times
+
+
+def profile_with_ncu(out, worker_argv, n_calls):
+    """Runs `python3 worker_argv...` (a profile_worker) under ncu with caches flushed before every kernel;
+    returns parse_ncu's groups, one a call. The raw ncu CSV is kept beside OUT."""
+    print("profiling with ncu", flush=True)
+    log = out + ".ncu.csv"
+    cmd = ["ncu", "--csv", "--page", "raw", "--print-units", "base", "--metrics", ",".join(METRICS),
+           "--profile-from-start", "off", "--clock-control", "none", "--cache-control", "all",
+           "--target-processes", "all", "--log-file", log, sys.executable] + worker_argv
+    subprocess.run(cmd, check=True)
+    groups = parse_ncu(log)
+    if len(groups) != n_calls:
+        raise SystemExit(f"ncu gave {len(groups)} marked groups for {n_calls} calls; see {log}")
+    return groups
+
+
+def write_rows(out, torch, rows):
+    """rows: (backend, seqlen, hdim, causal, (batch, heads, event_time_s), ncu group), forward, bf16."""
+    device, date = torch.cuda.get_device_name(), datetime.date.today().isoformat()
+    with open(out, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(FIELDS)
+        for backend, s, d, causal, (batch, heads, t), g in rows:
+            w.writerow([device, date, torch.__version__, backend, "fwd", batch, heads, s, d, int(causal), "bf16",
+                        int(g["dram__bytes_read.sum"]), int(g["dram__bytes_write.sum"]), int(g["lts__t_bytes.sum"]),
+                        g["time_s"], t, g["kernels"], ";".join(g["names"])])
+    print(f"wrote {out}: {len(rows)} rows", flush=True)
+
+
 def main():
     if sys.argv[1] == "profile-worker":
         profile_worker("--quick" in sys.argv)
         return
     out, quick = sys.argv[1], "--quick" in sys.argv
     import torch
-    import triton.testing
-    device = torch.cuda.get_device_name()
-    date = datetime.date.today().isoformat()
     cfgs = list(configs(quick))
-
-    print(f"timing {len(cfgs)} calls on {device} with CUDA events", flush=True)
-    times = []
-    for n, c in enumerate(cfgs):
-        call, batch, heads = make_call(torch, *c)
-        ms = triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median")
-        times.append((batch, heads, ms * 1e-3))
-        print(f"  [{n + 1}/{len(cfgs)}] {c[0]:5s} s={c[1]:5d} d={c[2]:3d} causal={int(c[3])}: {ms:.3f} ms", flush=True)
-        del call
-        torch.cuda.empty_cache()
-
-    print("profiling with ncu", flush=True)
-    log = out + ".ncu.csv"
-    cmd = ["ncu", "--csv", "--page", "raw", "--print-units", "base", "--metrics", ",".join(METRICS),
-           "--profile-from-start", "off", "--clock-control", "none", "--cache-control", "all",
-           "--target-processes", "all", "--log-file", log, sys.executable, __file__, "profile-worker"]
-    if quick:
-        cmd.append("--quick")
-    subprocess.run(cmd, check=True)
-    groups = parse_ncu(log)
-    if len(groups) != len(cfgs):
-        raise SystemExit(f"ncu gave {len(groups)} marked groups for {len(cfgs)} calls; see {log}")
-
-    fields = ["device", "date", "torch", "backend", "pass", "batch", "heads", "seqlen", "hdim", "causal", "dtype",
-              "dram_read_bytes", "dram_write_bytes", "l2_bytes", "ncu_time_s", "event_time_s", "kernels", "kernel_names"]
-    with open(out, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(fields)
-        for (backend, s, d, causal), (batch, heads, t), g in zip(cfgs, times, groups):
-            w.writerow([device, date, torch.__version__, backend, "fwd", batch, heads, s, d, int(causal), "bf16",
-                        int(g["dram__bytes_read.sum"]), int(g["dram__bytes_write.sum"]), int(g["lts__t_bytes.sum"]),
-                        g["time_s"], t, g["kernels"], ";".join(g["names"])])
-    print(f"wrote {out}: {len(cfgs)} rows", flush=True)
+    print(f"timing {len(cfgs)} calls on {torch.cuda.get_device_name()} with CUDA events", flush=True)
+    times = time_calls(torch, cfgs, lambda c: make_call(torch, *c),
+                       lambda c: f"{c[0]:5s} s={c[1]:5d} d={c[2]:3d} causal={int(c[3])}")
+    groups = profile_with_ncu(out, [__file__, "profile-worker"] + (["--quick"] if quick else []), len(cfgs))
+    write_rows(out, torch, [(*c, t, g) for c, t, g in zip(cfgs, times, groups)])
 
 
 if __name__ == "__main__":
