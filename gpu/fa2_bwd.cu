@@ -278,10 +278,8 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
         load_b<D>(bo, sdO, wc * kQ + n * 16, kk * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < kKT; ++mt) {
-          mma_16816<T>(acc_s[mt][2 * n], ak[mt], bq[0], bq[1]);
-          mma_16816<T>(acc_s[mt][2 * n + 1], ak[mt], bq[2], bq[3]);
-          mma_16816<T>(acc_dp[mt][2 * n], av[mt], bo[0], bo[1]);
-          mma_16816<T>(acc_dp[mt][2 * n + 1], av[mt], bo[2], bo[3]);
+          mma_16x16<T>(acc_s[mt], n, ak[mt], bq);
+          mma_16x16<T>(acc_dp[mt], n, av[mt], bo);
         }
       }
     }
@@ -338,10 +336,8 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
         load_b_trans<D>(bq, sQ, wc * kDh + n * 16, kk * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < kKT; ++mt) {
-          mma_16816<T>(acc_dv[mt][2 * n], ap[mt], bo[0], bo[1]);
-          mma_16816<T>(acc_dv[mt][2 * n + 1], ap[mt], bo[2], bo[3]);
-          mma_16816<T>(acc_dk[mt][2 * n], ads[mt], bq[0], bq[1]);
-          mma_16816<T>(acc_dk[mt][2 * n + 1], ads[mt], bq[2], bq[3]);
+          mma_16x16<T>(acc_dv[mt], n, ap[mt], bo);
+          mma_16x16<T>(acc_dk[mt], n, ads[mt], bq);
         }
       }
     }
@@ -363,8 +359,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
           load_b_trans<D>(bk, sm.k, qn * kDq + n * 16, kk * 16, lane);
 #pragma unroll
           for (int mt = 0; mt < kQT; ++mt) {
-            mma_16816<T>(acc_dq[mt][2 * n], a[mt], bk[0], bk[1]);
-            mma_16816<T>(acc_dq[mt][2 * n + 1], a[mt], bk[2], bk[3]);
+            mma_16x16<T>(acc_dq[mt], n, a[mt], bk);
           }
         }
       }
@@ -478,10 +473,8 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
         uint32_t bk[4], bv[4];
         load_b<D>(bk, tK, n * 16, kk * 16, lane);
         load_b<D>(bv, tV, n * 16, kk * 16, lane);
-        mma_16816<T>(acc_s[2 * n], aq, bk[0], bk[1]);
-        mma_16816<T>(acc_s[2 * n + 1], aq, bk[2], bk[3]);
-        mma_16816<T>(acc_dp[2 * n], ao, bv[0], bv[1]);
-        mma_16816<T>(acc_dp[2 * n + 1], ao, bv[2], bv[3]);
+        mma_16x16<T>(acc_s, n, aq, bk);
+        mma_16x16<T>(acc_dp, n, ao, bv);
       }
     }
 #pragma unroll
@@ -506,8 +499,7 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
       for (int n = 0; n < D / 16; ++n) {
         uint32_t bk[4];
         load_b_trans<D>(bk, tK, n * 16, kk * 16, lane);
-        mma_16816<T>(acc_dq[2 * n], a, bk[0], bk[1]);
-        mma_16816<T>(acc_dq[2 * n + 1], a, bk[2], bk[3]);
+        mma_16x16<T>(acc_dq, n, a, bk);
       }
     }
   }

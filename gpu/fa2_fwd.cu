@@ -181,8 +181,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
         load_b<D>(bk, tK, n * 16, kk * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
-          mma_16816<T>(acc_s[mt][2 * n], a[mt], bk[0], bk[1]);
-          mma_16816<T>(acc_s[mt][2 * n + 1], a[mt], bk[2], bk[3]);
+          mma_16x16<T>(acc_s[mt], n, a[mt], bk);
         }
       }
     }
@@ -261,8 +260,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
         load_b_trans<D>(bv, tV, n * 16, kk * 16, lane);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
-          mma_16816<T>(acc_o[mt][2 * n], a[mt], bv[0], bv[1]);
-          mma_16816<T>(acc_o[mt][2 * n + 1], a[mt], bv[2], bv[3]);
+          mma_16x16<T>(acc_o[mt], n, a[mt], bv);
         }
       }
     }

@@ -149,6 +149,14 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
   }
 }
 
+// The two 8-column tiles 2n and 2n + 1 of a row of accumulator tiles += A (16 x 16) times a B fragment as
+// load_b / load_b_trans return it ({b[0], b[1]} feed the first tile, {b[2], b[3]} the second).
+template <typename T, int N>
+__device__ __forceinline__ void mma_16x16(float (&c)[N][4], int n, const uint32_t (&a)[4], const uint32_t (&b)[4]) {
+  mma_16816<T>(c[2 * n], a, b[0], b[1]);
+  mma_16816<T>(c[2 * n + 1], a, b[2], b[3]);
+}
+
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
