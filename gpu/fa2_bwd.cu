@@ -60,7 +60,8 @@
 //       (cp.reduce.async.bulk; no reduction instructions, but an extra barrier a step and the staging
 //       writes: 4-7% slower, ...-dq-bulk-copy.csv; correct and sanitizer-clean), and dQ in two column
 //       passes, each added as soon as summed, to spread the reductions (d = 256 +1-3%, d <= 128 1-6%
-//       slower: ...-dq-two-passes.csv).
+//       slower: ...-dq-two-passes.csv), and S^T's MMAs before dP^T's with P^T's exponentials placed
+//       between them, as FA2 orders them (0.97-1.01x: ...-bwd-split-s-dp.csv).
 //       Full sweep (bench/results/gpu-h100-2026-11-22-fa2v7.md), forward+backward against SDPA flash at
 //       s >= 1024: d=64 0.85-0.95x, d=128 0.86-0.95x, d=256 0.87-0.94x; 19 of 30 cells reach 0.9x,
 //       the causal s <= 2k ones do not. ncu (d=128, s=4k): dkdv 4.72 ms against flash's 4.42 ms.
