@@ -12,12 +12,16 @@ Usage: python3 bench/ab_libs.py A.so B.so OUT.csv [--seqlens 1024,8192] [--hdims
 """
 import argparse
 import csv
-import ctypes
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
 import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fa2_abi import Fa2, load  # noqa: E402
 
 
 def main():
@@ -29,14 +33,13 @@ def main():
     ap.add_argument("--hdims", default="64,128,256")
     ap.add_argument("--passes", default="fwd,fwd+bwd")
     args = ap.parse_args()
-    libs = {"a": ctypes.CDLL(args.a), "b": ctypes.CDLL(args.b)}  # RTLD_LOCAL: the two builds do not clash
-    err = ctypes.create_string_buffer(512)
+    libs = {"a": load(args.a), "b": load(args.b)}  # side by side: fa2_abi.load loads RTLD_LOCAL
     rows = []
     for pas in args.passes.split(","):
         for d in map(int, args.hdims.split(",")):
             for s in map(int, args.seqlens.split(",")):
                 for causal in (False, True):
-                    rows.append(measure(libs, err, pas, d, s, causal))
+                    rows.append(measure(libs, pas, d, s, causal))
                     torch.cuda.empty_cache()
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -44,26 +47,17 @@ def main():
         w.writerows(rows)
 
 
-def measure(libs, err, pas, d, s, causal):
+def measure(libs, pas, d, s, causal):
     b, h = 16384 // s, 2048 // d
     gen = torch.Generator(device="cuda").manual_seed(s + d)
     q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
     lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-    shape = (b, s, s, h, h, d, 2, ctypes.c_float(d ** -0.5), -1, 0 if causal else -1, ctypes.c_float(0.0))
     outs = {}
 
     def ours(name):
-        lib = libs[name]
         o, dq, dk, dv = outs.setdefault(name, [torch.full_like(q, float("nan")) for _ in range(4)])
-        p = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, lse, do, dq, dk, dv)]
-
-        def call():
-            if lib.flashlab_forward(b"fa2", *p[:5], *shape, stream, err, 512) != 0:
-                raise RuntimeError(err.value.decode())
-            if pas != "fwd" and lib.flashlab_backward(b"fa2", *p, *shape, 0, stream, err, 512) != 0:
-                raise RuntimeError(err.value.decode())
-        return call
+        fa2 = Fa2(torch, libs[name], q, k, v, o, lse, causal, grads=(do, dq, dk, dv))
+        return fa2.forward if pas == "fwd" else fa2.forward_backward
 
     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(pas != "fwd") for x in (q, k, v))
 

@@ -14,7 +14,6 @@ counts 3.5x the forward.
 """
 import argparse
 import csv
-import ctypes
 import datetime
 import os
 import sys
@@ -26,15 +25,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import summarize_gpu  # noqa: E402
-
-
-def check(rc, err):
-    if rc != 0:
-        raise RuntimeError(err.value.decode())
-
-
-def ptr(t):
-    return ctypes.c_void_p(t.data_ptr())
+from fa2_abi import Fa2, load  # noqa: E402
 
 
 def main():
@@ -46,17 +37,14 @@ def main():
     ap.add_argument("--passes", default="fwd,fwd+bwd")
     ap.add_argument("--deterministic", action="store_true", help="time fa2's deterministic backward")
     args = ap.parse_args()
-    lib = ctypes.CDLL(args.lib)
-    fwd, bwd = lib.flashlab_forward, lib.flashlab_backward
-    fwd.restype = bwd.restype = ctypes.c_int
-    err = ctypes.create_string_buffer(512)
+    lib = load(args.lib)
     device = torch.cuda.get_device_name()
     rows = []
     for pas in args.passes.split(","):
         for d in map(int, args.hdims.split(",")):
             for s in map(int, args.seqlens.split(",")):
                 for causal in (False, True):
-                    rows.append(measure(fwd, bwd, err, device, pas, d, s, causal, args.deterministic))
+                    rows.append(measure(lib, device, pas, d, s, causal, args.deterministic))
                     torch.cuda.empty_cache()
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -66,23 +54,14 @@ def main():
     print(summarize_gpu.tables(rows))  # the TFLOP/s tables (bench/summarize_gpu.py makes them from the CSV too)
 
 
-def measure(fwd, bwd, err, device, pas, d, s, causal, deterministic):
+def measure(lib, device, pas, d, s, causal, deterministic):
     b, h = 16384 // s, 2048 // d
     gen = torch.Generator(device="cuda").manual_seed(s + d)
     q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
     o = torch.full_like(q, float("nan"))
     dq, dk, dv = (torch.full_like(q, float("nan")) for _ in range(3))
     lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-    stream = torch.cuda.current_stream().cuda_stream
-    shape = (b, s, s, h, h, d, 2, ctypes.c_float(d ** -0.5), -1, 0 if causal else -1, ctypes.c_float(0.0))
-
-    def ours_fwd():
-        check(fwd(b"fa2", ptr(q), ptr(k), ptr(v), ptr(o), ptr(lse), *shape, ctypes.c_void_p(stream), err, 512), err)
-
-    def ours_fwd_bwd():
-        ours_fwd()
-        check(bwd(b"fa2", ptr(q), ptr(k), ptr(v), ptr(o), ptr(lse), ptr(do), ptr(dq), ptr(dk), ptr(dv), *shape,
-                  int(deterministic), ctypes.c_void_p(stream), err, 512), err)
+    fa2 = Fa2(torch, lib, q, k, v, o, lse, causal, grads=(do, dq, dk, dv), deterministic=deterministic)
 
     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(pas != "fwd") for x in (q, k, v))
     dot = do.transpose(1, 2)
@@ -96,7 +75,7 @@ def measure(fwd, bwd, err, device, pas, d, s, causal, deterministic):
             return out
         return call
 
-    ours = ours_fwd if pas == "fwd" else ours_fwd_bwd
+    ours = fa2.forward if pas == "fwd" else fa2.forward_backward
     ours()
     ref = sdpa(SDPBackend.FLASH_ATTENTION)().transpose(1, 2)
     torch.cuda.synchronize()

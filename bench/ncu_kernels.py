@@ -14,10 +14,12 @@ Usage: python3 bench/ncu_kernels.py LIB.so OUT.csv --hdim 128 --seqlen 4096 [--c
 """
 import argparse
 import csv
-import ctypes
 import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fa2_abi import Fa2, load  # noqa: E402
 
 WANTED = [  # (label, ncu raw metric, divisor)
     ("time us", "gpu__time_duration.sum", 1e3),
@@ -35,21 +37,11 @@ def worker(lib_path, d, s, causal):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    lib = ctypes.CDLL(lib_path)
     b, h = 16384 // s, 2048 // d
     q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     o, dq, dk, dv = (torch.empty_like(q) for _ in range(4))
     lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-    err = ctypes.create_string_buffer(512)
-    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-    p = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, lse, do, dq, dk, dv)]
-    shape = (b, s, s, h, h, d, 2, ctypes.c_float(d ** -0.5), -1, 0 if causal else -1, ctypes.c_float(0.0))
-
-    def ours():
-        if lib.flashlab_forward(b"fa2", *p[:5], *shape, stream, err, 512) != 0:
-            raise RuntimeError(err.value.decode())
-        if lib.flashlab_backward(b"fa2", *p, *shape, 0, stream, err, 512) != 0:
-            raise RuntimeError(err.value.decode())
+    ours = Fa2(torch, load(lib_path), q, k, v, o, lse, causal, grads=(do, dq, dk, dv)).forward_backward
 
     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
 

@@ -9,12 +9,13 @@ the CSV: flashlab_fa2.
 
 Usage (on the GPU machine): python3 measure_flashlab.py LIB.so OUT.csv [--quick]
 """
-import ctypes
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure_sdpa import HDIMS, SEQLENS, profile_with_ncu, time_calls, write_rows  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "..", "bench")]
+from fa2_abi import Fa2, load  # noqa: E402
+from measure_sdpa import HDIMS, SEQLENS, profile_with_ncu, run_marked, time_calls, write_rows  # noqa: E402
 
 
 def configs(quick):
@@ -30,32 +31,13 @@ def make_call(torch, lib, s, d, causal):
     q, k, v = (torch.randn(batch, s, heads, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(3))
     o = torch.empty_like(q)
     lse = torch.empty(batch, heads, s, device="cuda", dtype=torch.float32)
-    err = ctypes.create_string_buffer(512)
-    ptr = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, o, lse)]
-    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-
-    def call():
-        rc = lib.flashlab_forward(b"fa2", *ptr, batch, s, s, heads, heads, d, 2, ctypes.c_float(d ** -0.5), -1,
-                                  0 if causal else -1, ctypes.c_float(0.0), stream, err, 512)
-        if rc != 0:
-            raise RuntimeError(err.value.decode())
-    return call, batch, heads
+    return Fa2(torch, lib, q, k, v, o, lse, causal).forward, batch, heads
 
 
 def profile_worker(lib_path, quick):
-    """Runs under ncu: every call once between profiler start/stop, separated by a marker kernel."""
     import torch
-    lib = ctypes.CDLL(lib_path)
-    calls = [make_call(torch, lib, *c)[0] for c in configs(quick)]
-    for call in calls:
-        call()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    for call in calls:
-        torch.cuda._sleep(1000)  # 'spin_kernel' marks the start of the next call
-        call()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+    lib = load(lib_path)
+    run_marked(torch, [make_call(torch, lib, *c)[0] for c in configs(quick)])
 
 
 def main():
@@ -64,7 +46,7 @@ def main():
         return
     lib_path, out, quick = os.path.abspath(sys.argv[1]), sys.argv[2], "--quick" in sys.argv
     import torch
-    lib = ctypes.CDLL(lib_path)
+    lib = load(lib_path)
     cfgs = list(configs(quick))
     print(f"timing {len(cfgs)} calls on {torch.cuda.get_device_name()} with CUDA events", flush=True)
     times = time_calls(torch, cfgs, lambda c: make_call(torch, lib, *c),

@@ -49,11 +49,10 @@ def make_call(torch, backend, s, d, causal):
     return call, batch, heads
 
 
-def profile_worker(quick):
-    """Runs under ncu: every call once between profiler start/stop, separated by a marker kernel."""
-    import torch
-    calls = [make_call(torch, *c)[0] for c in configs(quick)]
-    for call in calls:  # warm-up: library handles, cuDNN plans, autotuning stay out of the profile
+def run_marked(torch, calls):
+    """Under ncu: every call once between profiler start/stop, each after a marker kernel (parse_ncu's
+    groups), after a warm-up outside the profile (library handles, cuDNN plans, autotuning)."""
+    for call in calls:
         call()
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStart()
@@ -62,6 +61,11 @@ def profile_worker(quick):
         call()
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStop()
+
+
+def profile_worker(quick):
+    import torch
+    run_marked(torch, [make_call(torch, *c)[0] for c in configs(quick)])
 
 
 def parse_ncu(path):
