@@ -29,6 +29,9 @@ WANTED = [  # (label, ncu raw metric, divisor)
     ("issue %", "smsp__issue_active.avg.pct_of_peak_sustained_active", 1),
     ("tensor %", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", 1),
     ("insts M", "smsp__inst_executed.sum", 1e6),
+    ("dram %", "dram__throughput.avg.pct_of_peak_sustained_elapsed", 1),
+    ("smem ld M", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", 1e6),
+    ("bank cf M", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", 1e6),
 ]
 STALL = "smsp__average_warps_issue_stalled_"  # ..._<reason>_per_issue_active.ratio
 

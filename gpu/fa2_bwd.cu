@@ -8,9 +8,10 @@
 //                   query head of the GQA group) that see the block stream through a 2-stage cp.async
 //                   pipeline:
 //                     S^T = K_j Q_i^T, dP^T = V_j dO_i^T      (warps: key groups of 32 x query parts)
-//                     P^T = exp2(S^T scale log2e - LSE2),  dS^T = P^T * (dP^T - D) * scale
+//                     P^T = exp2(S^T scale log2e - LSE2),  dS^T / scale = P^T * (dP^T - D)
 //                     P^T, dS^T -> shared memory (bf16/fp16), the transposes the next MMAs read
-//                     dV_j += P^T dO_i,  dK_j += dS^T Q_i    (warps: key groups of 32 x head_dim parts)
+//                     dV_j += P^T dO_i,  dK_j += dS^T Q_i    (warps: key groups of 32 x head_dim parts;
+//                                                               dK_j times scale once, at the end)
 //                     dQ_i += dS K_j                           (fp32 red.add into scratch; skipped when
 //                                                               deterministic)
 //                   Bc x Br = 128 x 128 for d = 64, 128 x 64 for d = 128 (and for d = 64 where shared
@@ -19,8 +20,8 @@
 //   3. dq           deterministic only: one CTA per (Q block of 64, head, batch), 4 warps of 16 rows,
 //                   recomputing S, P, dP and dS over its K/V blocks (two extra MMAs a tile) so that dQ
 //                   is summed in a fixed order, without atomics
-//   4. convert      dQ fp32 scratch -> dq in the input dtype (atomic path)
-// Softcap's derivative, scale * (1 - tanh^2), is folded into dS. Tiles wholly outside the mask are
+//   4. convert      dQ fp32 scratch times scale -> dq in the input dtype (atomic path)
+// Softcap's derivative, scale * (1 - tanh^2), is folded into dS (its scale, as ever, at the end). Tiles wholly outside the mask are
 // never visited; tiles crossing its edge are masked element by element.
 //
 // Version index (bench/gpu_compare.py; numbers in bench/results/; NVIDIA H200, bf16, 16k tokens,
@@ -97,30 +98,36 @@ __host__ __device__ inline Scratch scratch_of(const BackwardParams& p) {
   return {accum, dsum, dsum + rows * p.heads_q};
 }
 
-// ---- 1. D = rowsum(dO * O) and LSE2, and dQ's scratch row zeroed; one warp per (row, head)
-template <typename T>
-__global__ void preprocess_kernel(const BackwardParams p) {
-  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+// ---- 1. D = rowsum(dO * O) and LSE2, and dQ's scratch row zeroed. Each thread takes 8 columns of a
+// row with 16-byte accesses: D / 8 threads a row, 256 / (D / 8) rows a block.
+template <int D, typename T>
+__global__ void __launch_bounds__(256) preprocess_kernel(const BackwardParams p) {
+  constexpr int kLanes = D / 8, kRows = 256 / kLanes;
   const int h = blockIdx.y, b = blockIdx.z;
   const Sequence s = sequence_of(p, b);
-  const int row = warp;
-  if (row >= s.sq) return;
-  const T* o = static_cast<const T*>(p.o) + s.o_base + int64_t(row) * p.o_row_stride + h * p.o_head_stride;
-  const T* d_o = static_cast<const T*>(p.d_o) + s.o_base + int64_t(row) * p.o_row_stride + h * p.o_head_stride;
+  const int row = blockIdx.x * kRows + threadIdx.x / kLanes, c = (threadIdx.x % kLanes) * 8;
+  const bool in = row < s.sq && c < p.head_dim;  // a padded head_dim's columns and rows past sq add nothing
   float acc = 0.f;
-  for (int c = 2 * lane; c < p.head_dim; c += 64) {
-    const float2 x = unpack2<T>(*reinterpret_cast<const uint32_t*>(o + c));
-    const float2 y = unpack2<T>(*reinterpret_cast<const uint32_t*>(d_o + c));
-    acc += x.x * y.x + x.y * y.y;
+  if (in) {
+    const int64_t at = s.o_base + int64_t(row) * p.o_row_stride + h * p.o_head_stride + c;
+    const uint4 x = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.o) + at);
+    const uint4 y = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.d_o) + at);
+    const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 a = unpack2<T>(xs[e]), d = unpack2<T>(ys[e]);
+      acc += a.x * d.x + a.y * d.y;
+    }
   }
 #pragma unroll
-  for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffff, acc, off);
+  for (int off = kLanes / 2; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffff, acc, off);  // the row's lanes
+  if (row >= s.sq) return;
   const Scratch sc = scratch_of(p);
-  if (sc.dq_accum) {  // the dQ scratch the dkdv kernel adds into: zeroed here rather than by a memset
-    float* accum = sc.dq_accum + ((s.row_base + row) * p.heads_q + h) * p.head_dim;
-    for (int c = 2 * lane; c < p.head_dim; c += 64) *reinterpret_cast<float2*>(accum + c) = make_float2(0.f, 0.f);
+  if (sc.dq_accum && in) {  // the dQ scratch the dkdv kernel adds into: zeroed here rather than by a memset
+    float4* accum = reinterpret_cast<float4*>(sc.dq_accum + ((s.row_base + row) * p.heads_q + h) * p.head_dim + c);
+    accum[0] = accum[1] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  if (lane == 0) {
+  if (c == 0) {
     const int64_t at = s.row_array(h, b, p) + row;
     const float lse = p.lse[at];
     sc.dsum[at] = acc;
@@ -128,17 +135,20 @@ __global__ void preprocess_kernel(const BackwardParams p) {
   }
 }
 
-// The probability and its gradient for one score, in place (s -> P, dp -> dS), with the softcap if on:
+// The probability and its gradient for one score, in place (s -> P, dp -> dS / scale), with the softcap
+// if on:
 //   P = exp2(s' log2e - LSE2),  dS = P (dP - D) ds'/ds,  s' = s scale or cap tanh(s scale / cap).
+// ds'/ds's factor `scale` is left out, as FA2 leaves it: dK and dQ, sums of dS times K or Q, take it
+// once at the end instead of every score.
 template <bool kSoftcap>
 __device__ __forceinline__ void prob_grad(float& s, float& dp, float lse2, float dsum, const BackwardParams& p) {
   if constexpr (kSoftcap) {
     const float t = tanhf(s * (p.scale / p.softcap));
     s = exp2_fast(p.softcap * kLog2e * t - lse2);
-    dp = s * (dp - dsum) * p.scale * (1.f - t * t);
+    dp = s * (dp - dsum) * (1.f - t * t);
   } else {
     s = exp2_fast(fmaf(s, p.scale * kLog2e, -lse2));
-    dp = s * (dp - dsum) * p.scale;
+    dp = s * (dp - dsum);
   }
 }
 
@@ -158,10 +168,12 @@ __device__ __forceinline__ void add_two_tiles(float* row, int col0, int tc, floa
   const float2 got = make_float2(__shfl_xor_sync(0xffffffff, give.x, 1), __shfl_xor_sync(0xffffffff, give.y, 1));
   const int col = col0 + (odd ? 8 + tc - 2 : tc);  // even lanes: tile a's 4 columns; odd: tile b's
   const float4 v = odd ? make_float4(got.x, got.y, b.x, b.y) : make_float4(a.x, a.y, got.x, got.y);
-  if (ok && col < head_dim)
-    asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(row + col), "f"(v.x), "f"(v.y),
-                 "f"(v.z), "f"(v.w)
-                 : "memory");
+  // Predicated in PTX rather than branched around: a branch costs a convergence barrier pair a call.
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n}\n" ::"l"(
+          row + col),
+      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(int(ok && col < head_dim))
+      : "memory");
 #else  // before sm_90: 4-byte reductions (atomicAdd with its result unused compiles to one)
   if (ok && col0 + tc < head_dim) {
     atomicAdd(row + col0 + tc, a.x);
@@ -218,9 +230,8 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
   const int i_begin = rows.lo / kBr, i_end = rows.hi > rows.lo ? (rows.hi + kBr - 1) / kBr : i_begin;
   const int n_i = i_end - i_begin, steps = group * n_i;
 
-  // Step t covers query head g * group + t / n_i and Q block i_begin + t % n_i.
-  auto load_step = [&](int t, int stage) {
-    const int h = g * group + t / n_i, i = i_begin + t % n_i;
+  // The steps walk the Q blocks i_begin .. i_end - 1 of each query head of the group in turn.
+  auto load_step = [&](int h, int i, int stage) {
     const T* q = static_cast<const T*>(p.q) + s.q_base + h * p.q_head_stride;
     const T* d_o = static_cast<const T*>(p.d_o) + s.o_base + h * p.o_head_stride;
     load_tile<D, kThreadsKV, kBr>(sm.q[stage], q, p.q_row_stride, i * kBr, s.sq, p.head_dim);
@@ -244,16 +255,18 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
   if (steps > 0) {
     load_tile<D, kThreadsKV, kBcKV>(sm.k, k, p.k_row_stride, key0, s.sk, p.head_dim);
     load_tile<D, kThreadsKV, kBcKV>(sm.v, v, p.v_row_stride, key0, s.sk, p.head_dim);
-    load_step(0, 0);
+    load_step(g * group, i_begin, 0);
   }
   // This thread's rows of S^T (keys, local to the block): tile mt, accumulator half r.
   auto key_of = [&](int mt, int r) { return (wr * kKT + mt) * 16 + gr + 8 * r; };
 
+  int h = g * group, i = i_begin;                                   // step t's query head and Q block
+  int h_next = i + 1 < i_end ? h : h + 1, i_next = i + 1 < i_end ? i + 1 : i_begin;  // step t + 1's
   for (int t = 0; t < steps; ++t) {
-    const int stage = t & 1, h = g * group + t / n_i, i = i_begin + t % n_i, row0 = i * kBr;
+    const int stage = t & 1, row0 = i * kBr;
     cp_async_wait<0>();
     __syncthreads();  // step t's tiles are in; every warp is done with step t - 1
-    if (t + 1 < steps) load_step(t + 1, stage ^ 1);
+    if (t + 1 < steps) load_step(h_next, i_next, stage ^ 1);
     const T* sQ = sm.q[stage];
     const T* sdO = sm.d_o[stage];
 
@@ -298,16 +311,27 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
     const int last_row = min(row0 + kBr, s.sq) - 1;
     if (!(key0 >= col_begin(last_row, s.sq, s.sk, p.window_left) &&
           key0 + kBcKV <= col_end(row0, s.sq, s.sk, p.window_right))) {
+      // Row row_t + c (c = n * 8 + (e & 1), a constant once unrolled) sees key `key` iff band_lo <=
+      // key - row <= band_hi (mask.cuh's rule before its clamps) and key < sk, that is iff above >= c
+      // and below <= c: two compares with a constant an element.
+      const int row_t = row0 + wc * kQ + tc;
+      const int band_lo = p.window_left < 0 ? -(1 << 30) : s.sk - s.sq - p.window_left;
+      const int band_hi = p.window_right < 0 ? (1 << 30) : s.sk - s.sq + p.window_right;
 #pragma unroll
       for (int mt = 0; mt < kKT; ++mt)
 #pragma unroll
-        for (int n = 0; n < kQ / 8; ++n)
+        for (int r = 0; r < 2; ++r) {
+          const int key = key0 + key_of(mt, r);
+          const int above = key < s.sk ? key - row_t - band_lo : -(1 << 30);  // masked iff above < c
+          const int below = key - row_t - band_hi;                               // masked iff below > c
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int row = row0 + wc * kQ + n * 8 + tc + (e & 1), key = key0 + key_of(mt, e / 2);
-            if (key < col_begin(row, s.sq, s.sk, p.window_left) || key >= col_end(row, s.sq, s.sk, p.window_right))
-              acc_s[mt][n][e] = acc_dp[mt][n][e] = 0.f;
-          }
+          for (int n = 0; n < kQ / 8; ++n)
+#pragma unroll
+            for (int e = 2 * r; e < 2 * r + 2; ++e) {
+              const int c = n * 8 + (e & 1);
+              if (above < c || below > c) acc_s[mt][n][e] = acc_dp[mt][n][e] = 0.f;
+            }
+        }
     }
 #pragma unroll
     for (int mt = 0; mt < kKT; ++mt)
@@ -364,18 +388,26 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
           }
         }
       }
+      const int row_elems = p.heads_q * p.head_dim;  // the scratch's row stride
+      float* dq_block = sc.dq_accum + ((s.row_base + row0) * p.heads_q + h) * p.head_dim;
 #pragma unroll
       for (int mt = 0; mt < kQT; ++mt)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const int row = row0 + (qm * kQT + mt) * 16 + gr + 8 * r;
-          float* dst = sc.dq_accum + ((s.row_base + row) * p.heads_q + h) * p.head_dim;
+          const int rr = (qm * kQT + mt) * 16 + gr + 8 * r, row = row0 + rr;
+          float* dst = dq_block + rr * row_elems;
 #pragma unroll
           for (int n = 0; n < kDq / 8; n += 2)
             add_two_tiles(dst, qn * kDq + n * 8, tc, make_float2(acc_dq[mt][n][2 * r], acc_dq[mt][n][2 * r + 1]),
                           make_float2(acc_dq[mt][n + 1][2 * r], acc_dq[mt][n + 1][2 * r + 1]), p.head_dim,
                           row < s.sq);
         }
+    }
+    h = h_next;
+    i = i_next;
+    if (++i_next == i_end) {
+      i_next = i_begin;
+      ++h_next;
     }
   }
 
@@ -393,7 +425,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
         const int col = wc * kDh + n * 8 + tc;
         if (col >= p.head_dim) break;  // a padded head_dim's zero columns
         *reinterpret_cast<uint32_t*>(dk + int64_t(key) * p.k_row_stride + col) =
-            pack2<T>(acc_dk[mt][n][2 * r], acc_dk[mt][n][2 * r + 1]);
+            pack2<T>(acc_dk[mt][n][2 * r] * p.scale, acc_dk[mt][n][2 * r + 1] * p.scale);
         *reinterpret_cast<uint32_t*>(dv + int64_t(key) * p.v_row_stride + col) =
             pack2<T>(acc_dv[mt][n][2 * r], acc_dv[mt][n][2 * r + 1]);
       }
@@ -513,23 +545,28 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
     for (int n = 0; n < D / 8; ++n) {
       if (n * 8 >= p.head_dim) break;
       *reinterpret_cast<uint32_t*>(dq + int64_t(my_row[r]) * p.q_row_stride + n * 8 + tc) =
-          pack2<T>(acc_dq[n][2 * r], acc_dq[n][2 * r + 1]);
+          pack2<T>(acc_dq[n][2 * r] * p.scale, acc_dq[n][2 * r + 1] * p.scale);
     }
   }
 }
 
-// ---- 4. dQ fp32 scratch -> dq
-template <typename T>
-__global__ void convert_dq_kernel(const BackwardParams p) {
+// ---- 4. dQ fp32 scratch -> dq, times the softmax scale: 8 columns a thread (two 16-byte reads, one
+// 16-byte write).
+template <int D, typename T>
+__global__ void __launch_bounds__(256) convert_dq_kernel(const BackwardParams p) {
   const int h = blockIdx.y, b = blockIdx.z;
   const Sequence s = sequence_of(p, b);
   const float* accum = scratch_of(p).dq_accum;
   T* dq = static_cast<T*>(p.dq) + s.q_base + h * p.q_head_stride;
-  const int64_t n = int64_t(s.sq) * p.head_dim / 2;
+  const int64_t n = int64_t(s.sq) * (D / 8);  // 8-column chunks of this head's rows
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += int64_t(gridDim.x) * blockDim.x) {
-    const int row = int(2 * idx / p.head_dim), col = int(2 * idx % p.head_dim);
-    const float* from = accum + ((s.row_base + row) * p.heads_q + h) * p.head_dim + col;
-    *reinterpret_cast<uint32_t*>(dq + int64_t(row) * p.q_row_stride + col) = pack2<T>(from[0], from[1]);
+    const int row = int(idx / (D / 8)), col = int(idx % (D / 8)) * 8;
+    if (col >= p.head_dim) continue;  // a padded head_dim's columns
+    const float4* from = reinterpret_cast<const float4*>(accum + ((s.row_base + row) * p.heads_q + h) * p.head_dim + col);
+    const float4 lo = from[0], hi = from[1];
+    const float c = p.scale;  // dS was summed without it
+    *reinterpret_cast<uint4*>(dq + int64_t(row) * p.q_row_stride + col) = make_uint4(
+        pack2<T>(lo.x * c, lo.y * c), pack2<T>(lo.z * c, lo.w * c), pack2<T>(hi.x * c, hi.y * c), pack2<T>(hi.z * c, hi.w * c));
   }
 }
 
@@ -612,7 +649,8 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
   using C = Config<D>;
   // D, LSE2, and a zeroed dQ scratch (atomic path). The largest sequence bounds the grid; CTAs past
   // their entry's length return at once.
-  preprocess_kernel<T><<<dim3((p.seqlen_q + 7) / 8, p.heads_q, p.batch), 256, 0, stream>>>(p);
+  constexpr int kPreRows = 256 / (D / 8);
+  preprocess_kernel<D, T><<<dim3((p.seqlen_q + kPreRows - 1) / kPreRows, p.heads_q, p.batch), 256, 0, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
 
   const bool cap = p.softcap > 0.f;
@@ -624,8 +662,9 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
     allow_smem(dq, q_smem);
     dq<<<dim3((p.seqlen_q + kBrQ - 1) / kBrQ, p.heads_q, p.batch), kThreadsQ, q_smem, stream>>>(p);
   } else {
-    convert_dq_kernel<T><<<dim3(std::max(1, std::min(1024, p.seqlen_q * D / 512)), p.heads_q, p.batch), 256, 0,
-                           stream>>>(p);
+    const int64_t chunks = int64_t(p.seqlen_q) * (D / 8);  // one 8-column chunk a thread, at most 1024 blocks
+    convert_dq_kernel<D, T><<<dim3(unsigned(std::min<int64_t>(1024, (chunks + 255) / 256)), p.heads_q, p.batch),
+                              256, 0, stream>>>(p);
   }
   FLASHLAB_CUDA_LAUNCHED();
 }

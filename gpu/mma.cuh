@@ -61,21 +61,23 @@ __device__ __forceinline__ void cp_async_wait() {  // at most N groups still in 
 // Copies rows [row0, row0 + kRows) of a (seqlen, row_stride) tensor into a swizzled kRows x D tile with
 // kThreads threads; rows at or past `valid_rows`, and columns at or past `cols` (a head_dim padded up
 // to D, a multiple of 8), are zero-filled. Each thread always copies the same 16-byte chunk of every
-// (kThreads / chunks)-th row, so its addresses advance by constant steps: a few instructions a copy
-// instead of a division and a 64-bit multiply.
+// (kThreads / chunks)-th row, so its addresses advance by constant steps, and whether a copy is in
+// range is one compare of the pass index against a per-thread limit: three instructions a copy (a
+// 64-bit add and the compare) instead of a division and a 64-bit multiply (v4) or the selects that
+// swapped a zero-filled copy's address for a safe one (v5). A zero-filled copy reads no global memory
+// (its source size is 0), so its address may lie past the tensor.
 template <int D, int kThreads, int kRows, typename T>
 __device__ __forceinline__ void load_tile(T* tile, const T* src, int64_t row_stride, int row0, int valid_rows,
                                           int cols) {
   constexpr int kChunks = D / 8, kRowsPerPass = kThreads / kChunks;
   static_assert(kThreads % kChunks == 0 && kRows % kRowsPerPass == 0, "tile rows split evenly over the threads");
   const int c = threadIdx.x % kChunks, r0 = threadIdx.x / kChunks;
-  const bool col_ok = c * 8 < cols;
+  // Pass i copies row row0 + r0 + i kRowsPerPass, in range iff i kRowsPerPass < limit.
+  const int limit = c * 8 < cols ? valid_rows - row0 - r0 : 0;
   const T* from = src + int64_t(row0 + r0) * row_stride + c * 8;
 #pragma unroll
   for (int i = 0; i < kRows / kRowsPerPass; ++i) {
-    const int r = r0 + i * kRowsPerPass;
-    const bool ok = col_ok && row0 + r < valid_rows;
-    cp_async_16(tile + swizzle<D>(r, c), ok ? from : src, ok);
+    cp_async_16(tile + swizzle<D>(r0 + i * kRowsPerPass, c), from, i * kRowsPerPass < limit);
     from += kRowsPerPass * row_stride;
   }
 }
