@@ -135,6 +135,11 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   }
   const float c = kSoftcap ? kLog2e : p.scale * kLog2e;  // scores -> log2 units
   uint32_t q_frag[S::kQRegs ? D / 16 : 1][kMT][4];  // Q's A fragments, when kept in registers
+  // ldmatrix addresses: four lane offsets an operand, and compile-time offsets for the blocks.
+  const Ldsm<D, Frag::A> ldsm_q(lane);
+  const Ldsm<D, Frag::B> ldsm_k(lane);
+  const Ldsm<D, Frag::BTrans> ldsm_v(lane);
+  const uint32_t q_warp = smem_addr(sQ) + 2u * uint32_t(warp * kMT * 16 * D);  // this warp's rows of Q
 
   if (j_begin < j_end) {
     load_tile<D, kThreads, kBr>(sQ, q, p.q_row_stride, row0, sq, p.head_dim);
@@ -152,13 +157,15 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
       load_tile<D, kThreads, kBc>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, sk, p.head_dim);
       cp_async_commit();
     }
-    const T* tK = sK + stage * kBc * D;
-    const T* tV = sV + stage * kBc * D;
+    const uint32_t k_tile = smem_addr(sK + stage * kBc * D), v_tile = smem_addr(sV + stage * kBc * D);
     if (S::kQRegs && j == j_begin) {  // Q is in shared memory now: keep its fragments for every block
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) load_a<D>(q_frag[kk][mt], sQ, (warp * kMT + mt) * 16, kk * 16, lane);
+      unroll<D / 16>([&](auto kk_) {
+        constexpr int kk = decltype(kk_)::value;
+        unroll<kMT>([&](auto mt_) {
+          constexpr int mt = decltype(mt_)::value;
+          ldsm_q.template load<mt * 16, kk * 2>(q_frag[kk][mt], q_warp);
+        });
+      });
     }
 
     // S = Q_i K_j^T for this warp's rows: kMT x kBc / 8 accumulator tiles of 16 x 8.
@@ -167,24 +174,24 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
       for (int n = 0; n < kBc / 8; ++n) acc_s[mt][n][0] = acc_s[mt][n][1] = acc_s[mt][n][2] = acc_s[mt][n][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
+    unroll<D / 16>([&](auto kk_) {
+      constexpr int kk = decltype(kk_)::value;
       uint32_t a_smem[kMT][4];
       if constexpr (!S::kQRegs) {
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) load_a<D>(a_smem[mt], sQ, (warp * kMT + mt) * 16, kk * 16, lane);
+        unroll<kMT>([&](auto mt_) {
+          constexpr int mt = decltype(mt_)::value;
+          ldsm_q.template load<mt * 16, kk * 2>(a_smem[mt], q_warp);
+        });
       }
       auto& a = S::kQRegs ? q_frag[kk] : a_smem;
-#pragma unroll
-      for (int n = 0; n < kBc / 16; ++n) {  // two 8-key tiles per ldmatrix.x4, each reused by kMT MMAs
+      unroll<kBc / 16>([&](auto n_) {  // two 8-key tiles per ldmatrix.x4, each reused by kMT MMAs
+        constexpr int n = decltype(n_)::value;
         uint32_t bk[4];
-        load_b<D>(bk, tK, n * 16, kk * 16, lane);
+        ldsm_k.template load<n * 16, kk * 2>(bk, k_tile);
 #pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          mma_16x16<T>(acc_s[mt], n, a[mt], bk);
-        }
-      }
-    }
+        for (int mt = 0; mt < kMT; ++mt) mma_16x16<T>(acc_s[mt], n, a[mt], bk);
+      });
+    });
 
     // Softcap if on (scores then in natural units); the mask only on tiles that cross its edge. Both
     // branches are uniform and outside the element loops, so the loops stay straight-line code.
@@ -244,8 +251,8 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
     }
 
     // O += P~ V_j: the S accumulators of two adjacent 8-key tiles form one 16-key A operand.
-#pragma unroll
-    for (int kk = 0; kk < kBc / 16; ++kk) {
+    unroll<kBc / 16>([&](auto kk_) {
+      constexpr int kk = decltype(kk_)::value;
       uint32_t a[kMT][4];
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
@@ -254,16 +261,14 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
         a[mt][2] = pack2<T>(acc_s[mt][2 * kk + 1][0], acc_s[mt][2 * kk + 1][1]);
         a[mt][3] = pack2<T>(acc_s[mt][2 * kk + 1][2], acc_s[mt][2 * kk + 1][3]);
       }
-#pragma unroll
-      for (int n = 0; n < D / 16; ++n) {
+      unroll<D / 16>([&](auto n_) {
+        constexpr int n = decltype(n_)::value;
         uint32_t bv[4];
-        load_b_trans<D>(bv, tV, n * 16, kk * 16, lane);
+        ldsm_v.template load<kk * 16, n * 2>(bv, v_tile);
 #pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) {
-          mma_16x16<T>(acc_o[mt], n, a[mt], bv);
-        }
-      }
-    }
+        for (int mt = 0; mt < kMT; ++mt) mma_16x16<T>(acc_o[mt], n, a[mt], bv);
+      });
+    });
     if (kStages == 1) __syncthreads();  // single stage: everyone done before the next load overwrites
     if (kStages == 1 && j + 1 < j_end) {
       load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, (j + 1) * kBc, sk, p.head_dim);

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 namespace flashlab::gpu::mma {
 
@@ -131,6 +132,59 @@ __device__ __forceinline__ void load_b(uint32_t (&b)[4], const T* tile, int n0, 
 template <int W, typename T>
 __device__ __forceinline__ void load_b_trans(uint32_t (&b)[4], const T* tile, int n0, int k0, int lane) {
   ldmatrix_x4_trans(b, tile + swizzle_at<W>(k0, n0 / 8, lane % 8 + ((lane / 8) % 2) * 8, lane / 16));
+}
+
+// ---- The same four reads with compile-time offsets. A lane's address for the 16 x 16 block at (row0,
+// chunk0) of a swizzled tile, row0 % 8 == 0 and chunk0 % 2 == 0, splits into
+//   lane part  swizzle(r, 2 i + c) with i = (chunk0 & 6) / 2: one of four values a lane holds, and
+//   constant   row0 W + (chunk0 & ~7) 8, which ldmatrix takes as an immediate,
+// (the XOR only touches a chunk index's low three bits). So one operand's reads need four address
+// registers for the whole loop. The load_* above, with run-time offsets, leave the split to the
+// compiler, which hoisted every one of a loop's offsets into a register of its own (144 a step for
+// the forward's d = 256) and then recomputed them each K/V block for want of registers.
+enum class Frag { A, ATrans, B, BTrans };
+
+template <int W, Frag F>
+struct Ldsm {
+  uint32_t lane_part[4];  // byte offsets
+
+  __device__ __forceinline__ explicit Ldsm(int lane) {
+    // The lane's row r in the 16-row block and its chunk c in the 2-chunk column, as load_* place them.
+    const int r = F == Frag::A ? lane % 16 : F == Frag::B ? (lane / 16) * 8 + lane % 8
+                : F == Frag::ATrans ? lane % 8 + (lane / 16) * 8 : lane % 8 + ((lane / 8) % 2) * 8;
+    const int c = F == Frag::A || F == Frag::BTrans ? lane / 16 : (lane / 8) % 2;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) lane_part[i] = 2u * uint32_t(swizzle<W>(r, 2 * i + c));
+  }
+
+  // The fragment of the block at (kRow0, kChunk0) of the tile at shared address `tile`: for A and B,
+  // (m0 or n0, k0 / 8); for ATrans and BTrans, (k0, m0 / 8 or n0 / 8), as in load_*.
+  template <int kRow0, int kChunk0>
+  __device__ __forceinline__ void load(uint32_t (&x)[4], uint32_t tile) const {
+    static_assert(kRow0 % 8 == 0 && kChunk0 % 2 == 0, "16 x 16 blocks on the 8-row, 2-chunk grid");
+    constexpr int kImm = 2 * (kRow0 * W + (kChunk0 & ~7) * 8);
+    const uint32_t addr = tile + lane_part[(kChunk0 & 6) / 2];
+    if constexpr (F == Frag::A || F == Frag::B) {
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4+%5];\n"
+                   : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                   : "r"(addr), "n"(kImm));
+    } else {
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4+%5];\n"
+                   : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                   : "r"(addr), "n"(kImm));
+    }
+  }
+};
+
+// Calls f(std::integral_constant<int, i>{}) for i = 0 .. N - 1: a loop whose index is a compile-time
+// constant in the body (for Ldsm::load's offsets).
+template <typename F, int... I>
+__device__ __forceinline__ void unroll_each(F& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, typename F>
+__device__ __forceinline__ void unroll(F&& f) {
+  unroll_each(f, std::make_integer_sequence<int, N>{});
 }
 
 // D (16x8 fp32) += A (16x16) * B (16x8), A and B in bf16 or fp16.
