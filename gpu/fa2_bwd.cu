@@ -259,6 +259,16 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
   }
   // This thread's rows of S^T (keys, local to the block): tile mt, accumulator half r.
   auto key_of = [&](int mt, int r) { return (wr * kKT + mt) * 16 + gr + 8 * r; };
+  // ldmatrix addresses (mma.cuh Ldsm): the warp's row offsets in the tile bases, its column offsets
+  // (in 16-byte chunks) in the lane parts, block offsets as immediates.
+  const Ldsm<D, Frag::A> ldsm_kv(lane);                         // K, V as A of S^T, dP^T
+  const Ldsm<D, Frag::B> ldsm_qo(lane);                         // Q, dO as B of S^T, dP^T
+  const Ldsm<kBr, Frag::A> ldsm_pds(lane);                      // P^T, dS^T as A of dV, dK
+  const Ldsm<D, Frag::BTrans> ldsm_qo_t(lane, wc * kDh / 8);    // dO, Q as B of dV, dK
+  const uint32_t k_rows = smem_addr(sm.k) + 2u * uint32_t(wr * kKT * 16 * D);
+  const uint32_t v_rows = smem_addr(sm.v) + 2u * uint32_t(wr * kKT * 16 * D);
+  const uint32_t p_rows = smem_addr(sm.p) + 2u * uint32_t(wr * kKT * 16 * kBr);
+  const uint32_t ds_rows = smem_addr(sm.ds) + 2u * uint32_t(wr * kKT * 16 * kBr);
 
   int h = g * group, i = i_begin;                                   // step t's query head and Q block
   int h_next = i + 1 < i_end ? h : h + 1, i_next = i + 1 < i_end ? i + 1 : i_begin;  // step t + 1's
@@ -277,26 +287,28 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
       zero(acc_s[mt]);
       zero(acc_dp[mt]);
     }
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
+    const uint32_t q_rows = smem_addr(sQ) + 2u * uint32_t(wc * kQ * D);
+    const uint32_t do_rows = smem_addr(sdO) + 2u * uint32_t(wc * kQ * D);
+    unroll<D / 16>([&](auto kk_) {
+      constexpr int kk = decltype(kk_)::value;
       uint32_t ak[kKT][4], av[kKT][4];
-#pragma unroll
-      for (int mt = 0; mt < kKT; ++mt) {
-        load_a<D>(ak[mt], sm.k, (wr * kKT + mt) * 16, kk * 16, lane);
-        load_a<D>(av[mt], sm.v, (wr * kKT + mt) * 16, kk * 16, lane);
-      }
-#pragma unroll
-      for (int n = 0; n < kQ / 16; ++n) {
+      unroll<kKT>([&](auto mt_) {
+        constexpr int mt = decltype(mt_)::value;
+        ldsm_kv.template load<mt * 16, kk * 2>(ak[mt], k_rows);
+        ldsm_kv.template load<mt * 16, kk * 2>(av[mt], v_rows);
+      });
+      unroll<kQ / 16>([&](auto n_) {
+        constexpr int n = decltype(n_)::value;
         uint32_t bq[4], bo[4];
-        load_b<D>(bq, sQ, wc * kQ + n * 16, kk * 16, lane);
-        load_b<D>(bo, sdO, wc * kQ + n * 16, kk * 16, lane);
+        ldsm_qo.template load<n * 16, kk * 2>(bq, q_rows);
+        ldsm_qo.template load<n * 16, kk * 2>(bo, do_rows);
 #pragma unroll
         for (int mt = 0; mt < kKT; ++mt) {
           mma_16x16<T>(acc_s[mt], n, ak[mt], bq);
           mma_16x16<T>(acc_dp[mt], n, av[mt], bo);
         }
-      }
-    }
+      });
+    });
 
     // P^T and dS^T (in place of S^T and dP^T), masked where the tile crosses the mask's edge.
 #pragma unroll
@@ -346,26 +358,27 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
     __syncthreads();  // P^T and dS^T complete
 
     // dV_j += P^T dO_i and dK_j += dS^T Q_i: 16 kKT keys x kDh columns per warp.
-#pragma unroll
-    for (int kk = 0; kk < kBr / 16; ++kk) {
+    const uint32_t q_tile = smem_addr(sQ), do_tile = smem_addr(sdO);
+    unroll<kBr / 16>([&](auto kk_) {
+      constexpr int kk = decltype(kk_)::value;
       uint32_t ap[kKT][4], ads[kKT][4];
-#pragma unroll
-      for (int mt = 0; mt < kKT; ++mt) {
-        load_a<kBr>(ap[mt], sm.p, (wr * kKT + mt) * 16, kk * 16, lane);
-        load_a<kBr>(ads[mt], sm.ds, (wr * kKT + mt) * 16, kk * 16, lane);
-      }
-#pragma unroll
-      for (int n = 0; n < kDh / 16; ++n) {
+      unroll<kKT>([&](auto mt_) {
+        constexpr int mt = decltype(mt_)::value;
+        ldsm_pds.template load<mt * 16, kk * 2>(ap[mt], p_rows);
+        ldsm_pds.template load<mt * 16, kk * 2>(ads[mt], ds_rows);
+      });
+      unroll<kDh / 16>([&](auto n_) {
+        constexpr int n = decltype(n_)::value;
         uint32_t bo[4], bq[4];
-        load_b_trans<D>(bo, sdO, wc * kDh + n * 16, kk * 16, lane);
-        load_b_trans<D>(bq, sQ, wc * kDh + n * 16, kk * 16, lane);
+        ldsm_qo_t.template load<kk * 16, n * 2>(bo, do_tile);
+        ldsm_qo_t.template load<kk * 16, n * 2>(bq, q_tile);
 #pragma unroll
         for (int mt = 0; mt < kKT; ++mt) {
           mma_16x16<T>(acc_dv[mt], n, ap[mt], bo);
           mma_16x16<T>(acc_dk[mt], n, ads[mt], bq);
         }
-      }
-    }
+      });
+    });
 
     // dQ_i += dS K_j, added into the fp32 scratch: 16 kQT queries x kDq columns per warp.
     if (sc.dq_accum) {
@@ -373,21 +386,23 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
       float acc_dq[kQT][kDq / 8][4];
 #pragma unroll
       for (int mt = 0; mt < kQT; ++mt) zero(acc_dq[mt]);
-#pragma unroll
-      for (int kk = 0; kk < kBcKV / 16; ++kk) {
+      const Ldsm<kBr, Frag::ATrans> ldsm_ds_t(lane, qm * kQT * 2);  // dS as A of dQ
+      const Ldsm<D, Frag::BTrans> ldsm_k_t(lane, qn * kDq / 8);      // K as B of dQ
+      unroll<kBcKV / 16>([&](auto kk_) {
+        constexpr int kk = decltype(kk_)::value;
         uint32_t a[kQT][4];
-#pragma unroll
-        for (int mt = 0; mt < kQT; ++mt) load_a_trans<kBr>(a[mt], sm.ds, (qm * kQT + mt) * 16, kk * 16, lane);
-#pragma unroll
-        for (int n = 0; n < kDq / 16; ++n) {
+        unroll<kQT>([&](auto mt_) {
+          constexpr int mt = decltype(mt_)::value;
+          ldsm_ds_t.template load<kk * 16, mt * 2>(a[mt], smem_addr(sm.ds));
+        });
+        unroll<kDq / 16>([&](auto n_) {
+          constexpr int n = decltype(n_)::value;
           uint32_t bk[4];
-          load_b_trans<D>(bk, sm.k, qn * kDq + n * 16, kk * 16, lane);
+          ldsm_k_t.template load<kk * 16, n * 2>(bk, smem_addr(sm.k));
 #pragma unroll
-          for (int mt = 0; mt < kQT; ++mt) {
-            mma_16x16<T>(acc_dq[mt], n, a[mt], bk);
-          }
-        }
-      }
+          for (int mt = 0; mt < kQT; ++mt) mma_16x16<T>(acc_dq[mt], n, a[mt], bk);
+        });
+      });
       const int row_elems = p.heads_q * p.head_dim;  // the scratch's row stride
       float* dq_block = sc.dq_accum + ((s.row_base + row0) * p.heads_q + h) * p.head_dim;
 #pragma unroll

@@ -135,11 +135,14 @@ __device__ __forceinline__ void load_b_trans(uint32_t (&b)[4], const T* tile, in
 }
 
 // ---- The same four reads with compile-time offsets. A lane's address for the 16 x 16 block at (row0,
-// chunk0) of a swizzled tile, row0 % 8 == 0 and chunk0 % 2 == 0, splits into
-//   lane part  swizzle(r, 2 i + c) with i = (chunk0 & 6) / 2: one of four values a lane holds, and
+// chunk_base + chunk0) of a swizzled tile, row0 % 8 == 0, chunk0 % 2 == 0 and chunk_base a run-time
+// chunk offset of the warp's (even), splits into
+//   lane part  swizzle(r, chunk_base + 2 i + c) with i = (chunk0 & 6) / 2: one of four values a lane
+//              holds, and
 //   constant   row0 W + (chunk0 & ~7) 8, which ldmatrix takes as an immediate,
-// (the XOR only touches a chunk index's low three bits). So one operand's reads need four address
-// registers for the whole loop. The load_* above, with run-time offsets, leave the split to the
+// because the XOR only touches a chunk index's low three bits (two for W = 32, whose chunk0 is 0 or 2):
+// swizzle(r, x + 8 m) = swizzle(r, x) + 64 m. So one operand's reads need four address registers
+// for the whole loop. The load_* above, with run-time offsets, leave the split to the
 // compiler, which hoisted every one of a loop's offsets into a register of its own (144 a step for
 // the forward's d = 256) and then recomputed them each K/V block for want of registers.
 enum class Frag { A, ATrans, B, BTrans };
@@ -148,17 +151,17 @@ template <int W, Frag F>
 struct Ldsm {
   uint32_t lane_part[4];  // byte offsets
 
-  __device__ __forceinline__ explicit Ldsm(int lane) {
+  __device__ __forceinline__ explicit Ldsm(int lane, int chunk_base = 0) {
     // The lane's row r in the 16-row block and its chunk c in the 2-chunk column, as load_* place them.
     const int r = F == Frag::A ? lane % 16 : F == Frag::B ? (lane / 16) * 8 + lane % 8
                 : F == Frag::ATrans ? lane % 8 + (lane / 16) * 8 : lane % 8 + ((lane / 8) % 2) * 8;
     const int c = F == Frag::A || F == Frag::BTrans ? lane / 16 : (lane / 8) % 2;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) lane_part[i] = 2u * uint32_t(swizzle<W>(r, 2 * i + c));
+    for (int i = 0; i < 4; ++i) lane_part[i] = 2u * uint32_t(swizzle<W>(r, chunk_base + 2 * i + c));
   }
 
-  // The fragment of the block at (kRow0, kChunk0) of the tile at shared address `tile`: for A and B,
-  // (m0 or n0, k0 / 8); for ATrans and BTrans, (k0, m0 / 8 or n0 / 8), as in load_*.
+  // The fragment of the block at (kRow0, chunk_base + kChunk0) of the tile at shared address `tile`: for
+  // A and B, (m0 or n0, k0 / 8); for ATrans and BTrans, (k0, m0 / 8 or n0 / 8), as in load_*.
   template <int kRow0, int kChunk0>
   __device__ __forceinline__ void load(uint32_t (&x)[4], uint32_t tile) const {
     static_assert(kRow0 % 8 == 0 && kChunk0 % 2 == 0, "16 x 16 blocks on the 8-row, 2-chunk grid");
