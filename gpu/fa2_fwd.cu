@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   // Accumulators: O (16 kMT rows x D per warp) and the running max / sum of the thread's rows.
   float acc_o[kMT][D / 8][4];
   float row_max[kMT][2], row_sum[kMT][2];
-  int my_row[kMT][2], lo[kMT][2], hi[kMT][2];
+  int lo[kMT][2], hi[kMT][2];  // the columns each of this thread's rows sees
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
@@ -128,9 +128,9 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
     for (int r = 0; r < 2; ++r) {
       row_max[mt][r] = -INFINITY;
       row_sum[mt][r] = 0.f;
-      my_row[mt][r] = row0 + (warp * kMT + mt) * 16 + qrow + 8 * r;
-      lo[mt][r] = col_begin(my_row[mt][r], sq, sk, p.window_left);
-      hi[mt][r] = col_end(my_row[mt][r], sq, sk, p.window_right);
+      const int row = row0 + (warp * kMT + mt) * 16 + qrow + 8 * r;
+      lo[mt][r] = col_begin(row, sq, sk, p.window_left);
+      hi[mt][r] = col_end(row, sq, sk, p.window_right);
     }
   }
   const float c = kSoftcap ? kLog2e : p.scale * kLog2e;  // scores -> log2 units
@@ -277,7 +277,12 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
     }
   }
 
-  // O_i = diag(l_i)^-1 O_i; LSE_i = m_i ln 2 + ln(l_i) (m was kept in log2 units).
+  // O_i = diag(l_i)^-1 O_i; LSE_i = m_i ln 2 + ln(l_i) (m was kept in log2 units). At d = 256 O goes out
+  // through the warp's own rows of sQ, which no other warp reads, so that the global stores are whole
+  // 16-byte chunks of rows instead of 64 fragment stores a thread of 8 rows x 16 bytes a warp: +1-5%
+  // (bench/results/ab-h100-2026-11-22-fwd-smem-epilogue.csv); at d <= 128 it measured 0-2% slower.
+  constexpr bool kViaSmem = D == 256;
+  if constexpr (kViaSmem) __syncwarp();  // every lane's last ldmatrix of its Q rows is done
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -286,17 +291,32 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
       l += __shfl_xor_sync(0xffffffff, l, 1);
       l += __shfl_xor_sync(0xffffffff, l, 2);
       const float inv = l > 0.f ? 1.f / l : 0.f;
-      const int row = my_row[mt][r];
-      if (row < sq) {
+      const int tile_row = (warp * kMT + mt) * 16 + qrow + 8 * r, row = row0 + tile_row;
 #pragma unroll
-        for (int n = 0; n < D / 8; ++n) {
+      for (int n = 0; n < D / 8; ++n) {
+        const uint32_t packed = pack2<T>(acc_o[mt][n][2 * r] * inv, acc_o[mt][n][2 * r + 1] * inv);
+        if constexpr (kViaSmem) {
+          *reinterpret_cast<uint32_t*>(sQ + swizzled<D>(tile_row, n * 8 + qcol)) = packed;
+        } else if (row < sq) {
           if (n * 8 >= p.head_dim) break;  // a padded head_dim's zero columns
-          const uint32_t packed = pack2<T>(acc_o[mt][n][2 * r] * inv, acc_o[mt][n][2 * r + 1] * inv);
           *reinterpret_cast<uint32_t*>(o + int64_t(row) * p.o_row_stride + n * 8 + qcol) = packed;
         }
-        if (lane % 4 == 0) lse[row] = l > 0.f ? row_max[mt][r] * c * kLn2 + logf(l) : -INFINITY;
       }
+      if (row < sq && lane % 4 == 0) lse[row] = l > 0.f ? row_max[mt][r] * c * kLn2 + logf(l) : -INFINITY;
     }
+  if constexpr (kViaSmem) {
+    __syncwarp();
+    constexpr int kChunks = D / 8, kWarpRows = 16 * kMT;
+    static_assert(kWarpRows * kChunks % 32 == 0, "a warp's rows of O split evenly over its lanes");
+#pragma unroll
+    for (int i = 0; i < kWarpRows * kChunks / 32; ++i) {
+      const int idx = i * 32 + lane;
+      const int tile_row = warp * kWarpRows + idx / kChunks, chunk = idx % kChunks, row = row0 + tile_row;
+      if (row < sq && chunk * 8 < p.head_dim)  // rows past sq; a padded head_dim's zero columns
+        *reinterpret_cast<uint4*>(o + int64_t(row) * p.o_row_stride + chunk * 8) =
+            *reinterpret_cast<const uint4*>(sQ + swizzle<D>(tile_row, chunk));
+    }
+  }
 }
 
 // Tile shapes per head dim, and why (H200 timings in the version index):
