@@ -66,6 +66,24 @@
 //       Full sweep (bench/results/gpu-h100-2026-11-22-fa2v7.md), forward+backward against SDPA flash at
 //       s >= 1024: d=64 0.85-0.95x, d=128 0.86-0.95x, d=256 0.87-0.94x; 19 of 30 cells reach 0.9x,
 //       the causal s <= 2k ones do not. ncu (d=128, s=4k): dkdv 4.72 ms against flash's 4.42 ms.
+//   v7  Fewer instructions a step, from ncu's SASS-level counts beside SDPA flash's kernel (d=128 s=1k
+//       causal: 231M against 174M; the same MMAs and ldmatrix, 70% more integer work):
+//       - edge tiles masked with two compares with constants an element (the band's bounds per key row)
+//         instead of col_begin / col_end per element: 610 instructions a masked step down to ~130;
+//       - the steps walk (head, Q block) with counters instead of a division; load_tile as the forward's;
+//       - scale folded out of dS, as FA2: dK and dQ take it once, at the end;
+//       - dQ's reductions predicated and from one base pointer a step; preprocess and convert with
+//         16-byte accesses.
+//       Together +3-14% forward+backward (causal s=1k d=64 0.86 -> 0.98x flash;
+//       results/ab-h100-2026-11-22-instruction-diet.csv). Then ldmatrix with compile-time offsets
+//       (mma.cuh Ldsm, with a warp's run-time chunk offset in its lane parts): +0-3%
+//       (...-bwd-ldsm-and-fwd-split-waits.csv). Full sweep (bench/results/gpu-h100-2026-11-22-fa2v8.md),
+//       forward+backward, s >= 1024: d=64 0.95-0.99x, d=128 0.95-1.00x, d=256 0.90-0.96x; 29 of 30
+//       cells reach 0.9x (d=256 non-causal s=1k: 0.898x). Deterministic: 0.80-0.92x
+//       (...-fa2v8-deterministic.md). ncu (d=256, s=2k): dkdv 2.96 ms against flash's 2.65 ms, 658M
+//       instructions against 556M, tensor pipe 36% against 41% active.
+//       Tried and not kept: whole Q blocks adding dQ without per-reduction tests (ptxas branches around
+//       each tested one): 0.97-1.02x, no gain (...-dq-unchecked-whole-blocks.csv).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -168,7 +186,8 @@ __device__ __forceinline__ void add_two_tiles(float* row, int col0, int tc, floa
   const float2 got = make_float2(__shfl_xor_sync(0xffffffff, give.x, 1), __shfl_xor_sync(0xffffffff, give.y, 1));
   const int col = col0 + (odd ? 8 + tc - 2 : tc);  // even lanes: tile a's 4 columns; odd: tile b's
   const float4 v = odd ? make_float4(got.x, got.y, b.x, b.y) : make_float4(a.x, a.y, got.x, got.y);
-  // Predicated in PTX rather than branched around: a branch costs a convergence barrier pair a call.
+  // Predicated in PTX (ptxas still branches around each one; adding whole blocks without the tests
+  // measured no faster, v7).
   asm volatile(
       "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n}\n" ::"l"(
           row + col),

@@ -54,6 +54,28 @@
 //       spills, 0.79-0.84x against 0.87-0.91x), a predicate-free branch for tiles wholly in range in
 //       load_tile (0.94-0.99x of without: results/ab-h100-2026-11-22-inrange-fastpaths.csv), and the
 //       heaviest causal Q blocks launched first (no change beyond noise: ...-fwd-reverse-order.csv).
+//   v7  Fewer instructions a K/V block, found by setting ncu's SASS-level counts (source view) beside SDPA
+//       flash's kernel (bench/ncu_kernels.py, d=256 s=4k: 615M instructions against flash's 488M):
+//       - load_tile compares the pass index with one per-thread limit and no longer swaps a zero-filled
+//         copy's address for a safe one (two selects and predicate juggling a 16-byte copy): d=256 +4%,
+//         547M instructions (results/ab-h100-2026-11-22-instruction-diet.csv);
+//       - ldmatrix with compile-time offsets (mma.cuh Ldsm, unroll): the compiler had hoisted every
+//         load's offset into a register of its own (144 at d=256) and, short of registers, recomputed
+//         them each block; now an operand has four. d=128 +4-9%, d=256 +0-3%; 482M instructions
+//         (...-fwd-ldsm-immediates.csv);
+//       - at d=256, O leaves through the warp's rows of shared memory as 16-byte row chunks: +1-5%;
+//         d<=128 keep the fragment stores, 0-2% faster there (...-fwd-smem-epilogue.csv).
+//       Full sweep on the H100 (bench/results/gpu-h100-2026-11-22-fa2v8.md), s >= 1024: d=64
+//       0.99-1.12x SDPA flash, d=128 1.02-1.08x, d=256 0.97-1.06x; 19 of 30 cells reach 1.0x, the
+//       others are 0.97-0.997x (d=256 below 16k, d=64 at 1k non-causal and 2k causal). E.g. d=128
+//       s=16k 376 TFLOP/s vs flash 352, cuDNN 618.
+//       Tried and not kept: the shared-window address as unsigned 32-bit arithmetic alone (d=256 3-5%
+//       slower: ...-ldmatrix-u32-address.csv); FA2's split K/V waits at d=256 (V_j loading during
+//       S = Q K_j^T, K_j+1 during P V_j: +1-4% at s=1k, -3% at s=4k: ...-bwd-ldsm-and-fwd-split-waits.csv);
+//       the first block's V in a cp.async group of its own (with the shared-memory epilogue 4-8% slower
+//       everywhere: ...-fwd-first-v-group-and-smem-epilogue.csv); at d=256, shapes 4 and 5 again (8
+//       warps, Br=128; one stage 0.82-0.94x, two stages 0.93-1.03x against the default's 0.98-1.06x in
+//       the sweep).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

@@ -230,10 +230,10 @@ TEST_CASE("predictions against flashlab's own fa2 forward measured on an H200 (s
 }
 
 TEST_CASE("predictions against flashlab's own fa2 forward measured on an H100 (simulator/validation)") {
-  // gpu/fa2_fwd.cu v6 on the h100-sxm preset (bench/results/gpu-h100-2026-11-22-fa2v7-dram.md): 29 and
-  // 20. The misses: d = 256 in time again, predicted 26-55% too slow (v6 sped d = 256 up by 1-4%; the
-  // H100 preset's shared-memory rate is derived, the H200's measured), and d = 256 non-causal at 16k in
-  // bytes.
+  // gpu/fa2_fwd.cu v7 on the h100-sxm preset (bench/results/gpu-h100-2026-11-22-fa2v8-dram.md): 29 and
+  // 20 (v6 gave the same counts). The misses: d = 256 in time, predicted 41-61% too slow (v7 cut its
+  // instructions by a fifth; the H100 preset's shared-memory rate is derived, the H200's measured), and
+  // d = 256 non-causal at 16k in bytes.
   const auto [bytes_ok, time_ok] = own_fa2_rows_within("flashlab-h100-2026-11-22.csv", "h100-sxm");
   CHECK(bytes_ok >= 29);
   CHECK(time_ok >= 20);
