@@ -75,7 +75,8 @@
 //       the first block's V in a cp.async group of its own (with the shared-memory epilogue 4-8% slower
 //       everywhere: ...-fwd-first-v-group-and-smem-epilogue.csv); at d=256, shapes 4 and 5 again (8
 //       warps, Br=128; one stage 0.82-0.94x, two stages 0.93-1.03x against the default's 0.98-1.06x in
-//       the sweep).
+//       the sweep); O rescaled only when a row of the warp found a new maximum (a vote and a branch
+//       a block): 3-6% slower, except d=128 at s >= 4k (+1-3%) (...-fwd-conditional-rescale.csv).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
