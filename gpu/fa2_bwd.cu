@@ -308,26 +308,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
     }
     const uint32_t q_rows = smem_addr(sQ) + 2u * uint32_t(wc * kQ * D);
     const uint32_t do_rows = smem_addr(sdO) + 2u * uint32_t(wc * kQ * D);
-    unroll<D / 16>([&](auto kk_) {
-      constexpr int kk = decltype(kk_)::value;
-      uint32_t ak[kKT][4], av[kKT][4];
-      unroll<kKT>([&](auto mt_) {
-        constexpr int mt = decltype(mt_)::value;
-        ldsm_kv.template load<mt * 16, kk * 2>(ak[mt], k_rows);
-        ldsm_kv.template load<mt * 16, kk * 2>(av[mt], v_rows);
-      });
-      unroll<kQ / 16>([&](auto n_) {
-        constexpr int n = decltype(n_)::value;
-        uint32_t bq[4], bo[4];
-        ldsm_qo.template load<n * 16, kk * 2>(bq, q_rows);
-        ldsm_qo.template load<n * 16, kk * 2>(bo, do_rows);
-#pragma unroll
-        for (int mt = 0; mt < kKT; ++mt) {
-          mma_16x16<T>(acc_s[mt], n, ak[mt], bq);
-          mma_16x16<T>(acc_dp[mt], n, av[mt], bo);
-        }
-      });
-    });
+    mma_pair<T, D / 16>(acc_s, acc_dp, ldsm_kv, k_rows, v_rows, ldsm_qo, q_rows, do_rows);
 
     // P^T and dS^T (in place of S^T and dP^T), masked where the tile crosses the mask's edge.
 #pragma unroll
@@ -378,26 +359,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
 
     // dV_j += P^T dO_i and dK_j += dS^T Q_i: 16 kKT keys x kDh columns per warp.
     const uint32_t q_tile = smem_addr(sQ), do_tile = smem_addr(sdO);
-    unroll<kBr / 16>([&](auto kk_) {
-      constexpr int kk = decltype(kk_)::value;
-      uint32_t ap[kKT][4], ads[kKT][4];
-      unroll<kKT>([&](auto mt_) {
-        constexpr int mt = decltype(mt_)::value;
-        ldsm_pds.template load<mt * 16, kk * 2>(ap[mt], p_rows);
-        ldsm_pds.template load<mt * 16, kk * 2>(ads[mt], ds_rows);
-      });
-      unroll<kDh / 16>([&](auto n_) {
-        constexpr int n = decltype(n_)::value;
-        uint32_t bo[4], bq[4];
-        ldsm_qo_t.template load<kk * 16, n * 2>(bo, do_tile);
-        ldsm_qo_t.template load<kk * 16, n * 2>(bq, q_tile);
-#pragma unroll
-        for (int mt = 0; mt < kKT; ++mt) {
-          mma_16x16<T>(acc_dv[mt], n, ap[mt], bo);
-          mma_16x16<T>(acc_dk[mt], n, ads[mt], bq);
-        }
-      });
-    });
+    mma_pair<T, kBr / 16>(acc_dv, acc_dk, ldsm_pds, p_rows, ds_rows, ldsm_qo_t, do_tile, q_tile);
 
     // dQ_i += dS K_j, added into the fp32 scratch: 16 kQT queries x kDq columns per warp.
     if (sc.dq_accum) {

@@ -177,6 +177,14 @@ struct Ldsm {
                    : "r"(addr), "n"(kImm));
     }
   }
+
+  // The fragment of 16 x 16 block (kMN, kK) of the operand, counted in blocks along M (or N) and K from
+  // the tile base, whichever way round the tile is stored.
+  template <int kMN, int kK>
+  __device__ __forceinline__ void block(uint32_t (&x)[4], uint32_t tile) const {
+    if constexpr (F == Frag::A || F == Frag::B) load<16 * kMN, 2 * kK>(x, tile);
+    else load<16 * kK, 2 * kMN>(x, tile);
+  }
 };
 
 // Calls f(std::integral_constant<int, i>{}) for i = 0 .. N - 1: a loop whose index is a compile-time
@@ -214,6 +222,36 @@ template <typename T, int N>
 __device__ __forceinline__ void mma_16x16(float (&c)[N][4], int n, const uint32_t (&a)[4], const uint32_t (&b)[4]) {
   mma_16816<T>(c[2 * n], a, b[0], b[1]);
   mma_16816<T>(c[2 * n + 1], a, b[2], b[3]);
+}
+
+// Two products side by side, acc1 += A1 B1 and acc2 += A2 B2, over kSteps 16-deep steps: kTiles 16-row
+// tiles of A (its blocks 0 .. kTiles - 1 along M) and 8 kN8 columns of B, all four operands read through
+// Ldsm from shared addresses a1, a2, b1, b2. Each B fragment feeds kTiles MMAs. The backward's S^T and
+// dP^T (K Q^T, V dO^T) and its dV and dK (P^T dO, dS^T Q) are both this shape.
+template <typename T, int kSteps, int kTiles, int kN8, class LA, class LB>
+__device__ __forceinline__ void mma_pair(float (&acc1)[kTiles][kN8][4], float (&acc2)[kTiles][kN8][4],
+                                         const LA& la, uint32_t a1, uint32_t a2, const LB& lb, uint32_t b1,
+                                         uint32_t b2) {
+  unroll<kSteps>([&](auto k_) {
+    constexpr int k = decltype(k_)::value;
+    uint32_t x1[kTiles][4], x2[kTiles][4];
+    unroll<kTiles>([&](auto m_) {
+      constexpr int m = decltype(m_)::value;
+      la.template block<m, k>(x1[m], a1);
+      la.template block<m, k>(x2[m], a2);
+    });
+    unroll<kN8 / 2>([&](auto n_) {
+      constexpr int n = decltype(n_)::value;
+      uint32_t y1[4], y2[4];
+      lb.template block<n, k>(y1, b1);
+      lb.template block<n, k>(y2, b2);
+#pragma unroll
+      for (int m = 0; m < kTiles; ++m) {
+        mma_16x16<T>(acc1[m], n, x1[m], y1);
+        mma_16x16<T>(acc2[m], n, x2[m], y2);
+      }
+    });
+  });
 }
 
 template <typename T>
