@@ -82,6 +82,10 @@
 //       cells reach 0.9x (d=256 non-causal s=1k: 0.898x). Deterministic: 0.80-0.92x
 //       (...-fa2v8-deterministic.md). ncu (d=256, s=2k): dkdv 2.96 ms against flash's 2.65 ms, 658M
 //       instructions against 556M, tensor pipe 36% against 41% active.
+//       Review mend: the deterministic dq kernel reads its fragments through Ldsm / mma_pair as well,
+//       and mma.cuh's run-time-offset load_* are gone; harness, memcheck and racecheck pass on the H100,
+//       fwd+bwd A/B 0.98-1.01x (...-review-one-fragment-reader.csv), deterministic d=256 s=8k/16k the
+//       same in interleaved runs (...-review-dq-kernel-deterministic.csv).
 //       Tried and not kept: whole Q blocks adding dQ without per-reduction tests (ptxas branches around
 //       each tested one): 0.97-1.02x, no gain (...-dq-unchecked-whole-blocks.csv).
 #include <cuda_bf16.h>
@@ -284,6 +288,9 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
   const Ldsm<D, Frag::B> ldsm_qo(lane);                         // Q, dO as B of S^T, dP^T
   const Ldsm<kBr, Frag::A> ldsm_pds(lane);                      // P^T, dS^T as A of dV, dK
   const Ldsm<D, Frag::BTrans> ldsm_qo_t(lane, wc * kDh / 8);    // dO, Q as B of dV, dK
+  const int qm = warp % kWM, qn = warp / kWM;                   // dQ: this warp's row tiles and columns
+  const Ldsm<kBr, Frag::ATrans> ldsm_ds_t(lane, qm * kQT * 2);  // dS as A of dQ
+  const Ldsm<D, Frag::BTrans> ldsm_k_t(lane, qn * kDq / 8);     // K as B of dQ
   const uint32_t k_rows = smem_addr(sm.k) + 2u * uint32_t(wr * kKT * 16 * D);
   const uint32_t v_rows = smem_addr(sm.v) + 2u * uint32_t(wr * kKT * 16 * D);
   const uint32_t p_rows = smem_addr(sm.p) + 2u * uint32_t(wr * kKT * 16 * kBr);
@@ -363,23 +370,20 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
 
     // dQ_i += dS K_j, added into the fp32 scratch: 16 kQT queries x kDq columns per warp.
     if (sc.dq_accum) {
-      const int qm = warp % kWM, qn = warp / kWM;
       float acc_dq[kQT][kDq / 8][4];
 #pragma unroll
       for (int mt = 0; mt < kQT; ++mt) zero(acc_dq[mt]);
-      const Ldsm<kBr, Frag::ATrans> ldsm_ds_t(lane, qm * kQT * 2);  // dS as A of dQ
-      const Ldsm<D, Frag::BTrans> ldsm_k_t(lane, qn * kDq / 8);      // K as B of dQ
       unroll<kBcKV / 16>([&](auto kk_) {
         constexpr int kk = decltype(kk_)::value;
         uint32_t a[kQT][4];
         unroll<kQT>([&](auto mt_) {
           constexpr int mt = decltype(mt_)::value;
-          ldsm_ds_t.template load<kk * 16, mt * 2>(a[mt], smem_addr(sm.ds));
+          ldsm_ds_t.template block<mt, kk>(a[mt], smem_addr(sm.ds));
         });
         unroll<kDq / 16>([&](auto n_) {
           constexpr int n = decltype(n_)::value;
           uint32_t bk[4];
-          ldsm_k_t.template load<kk * 16, n * 2>(bk, smem_addr(sm.k));
+          ldsm_k_t.template block<n, kk>(bk, smem_addr(sm.k));
 #pragma unroll
           for (int mt = 0; mt < kQT; ++mt) mma_16x16<T>(acc_dq[mt], n, a[mt], bk);
         });
@@ -469,6 +473,11 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
   }
   float acc_dq[D / 8][4];
   zero(acc_dq);
+  const Ldsm<D, Frag::A> ldsm_qo(lane);        // Q, dO as A of S, dP
+  const Ldsm<D, Frag::B> ldsm_kv(lane);        // K, V as B of S, dP
+  const Ldsm<D, Frag::BTrans> ldsm_k_t(lane);  // K as B of dQ
+  const uint32_t q_rows = smem_addr(sQ) + 2u * uint32_t(warp * 16 * D);  // this warp's rows
+  const uint32_t do_rows = smem_addr(sdO) + 2u * uint32_t(warp * 16 * D);
 
   if (j_begin < j_end) {
     load_tile<D, kThreadsQ, kBrQ>(sQ, q, p.q_row_stride, row0, s.sq, p.head_dim);
@@ -486,26 +495,14 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
       load_tile<D, kThreadsQ, kBc>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, s.sk, p.head_dim);
       cp_async_commit();
     }
-    const T* tK = sK + stage * kBc * D;
-    const T* tV = sV + stage * kBc * D;
+    const uint32_t k_tile = smem_addr(sK + stage * kBc * D), v_tile = smem_addr(sV + stage * kBc * D);
 
-    float acc_s[kBc / 8][4], acc_dp[kBc / 8][4];
+    float s_tiles[1][kBc / 8][4], dp_tiles[1][kBc / 8][4];  // one 16-row tile: S and dP for this warp's rows
+    auto& acc_s = s_tiles[0];
+    auto& acc_dp = dp_tiles[0];
     zero(acc_s);
     zero(acc_dp);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t aq[4], ao[4];
-      load_a<D>(aq, sQ, warp * 16, kk * 16, lane);
-      load_a<D>(ao, sdO, warp * 16, kk * 16, lane);
-#pragma unroll
-      for (int n = 0; n < kBc / 16; ++n) {
-        uint32_t bk[4], bv[4];
-        load_b<D>(bk, tK, n * 16, kk * 16, lane);
-        load_b<D>(bv, tV, n * 16, kk * 16, lane);
-        mma_16x16<T>(acc_s, n, aq, bk);
-        mma_16x16<T>(acc_dp, n, ao, bv);
-      }
-    }
+    mma_pair<T, D / 16>(s_tiles, dp_tiles, ldsm_qo, q_rows, do_rows, ldsm_kv, k_tile, v_tile);
 #pragma unroll
     for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll
@@ -520,17 +517,17 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
         }
     }
     // dQ += dS K_j: dS's accumulators are the A operand.
-#pragma unroll
-    for (int kk = 0; kk < kBc / 16; ++kk) {
+    unroll<kBc / 16>([&](auto kk_) {
+      constexpr int kk = decltype(kk_)::value;
       uint32_t a[4];
       c_to_a<T>(a, acc_dp[2 * kk], acc_dp[2 * kk + 1]);  // dS
-#pragma unroll
-      for (int n = 0; n < D / 16; ++n) {
+      unroll<D / 16>([&](auto n_) {
+        constexpr int n = decltype(n_)::value;
         uint32_t bk[4];
-        load_b_trans<D>(bk, tK, n * 16, kk * 16, lane);
+        ldsm_k_t.template block<n, kk>(bk, k_tile);
         mma_16x16<T>(acc_dq, n, a, bk);
-      }
-    }
+      });
+    });
   }
 
   T* dq = static_cast<T*>(p.dq) + s.q_base + h * p.q_head_stride;

@@ -45,7 +45,7 @@
 //       loads and stores), the next full sweep (bench/results/gpu-h200-2026-11-22-fa2v6.md) gave d=64
 //       0.99-1.03x, d=128 0.96-0.99x, d=256 0.88-0.94x: the ratios move by 2-3% between runs.
 //   v6  ldmatrix addresses with the swizzle's XOR split so that it only mixes constants with the lane's
-//       bits (mma.cuh swizzle_at): each address is a register plus a constant after unrolling. A/B in
+//       bits (swizzle_at, since v7 mma.cuh Ldsm): each address is a register plus a constant after unrolling. A/B in
 //       one process on an NVIDIA H100 (bench/ab_libs.py, results/ab-h100-2026-11-22-swizzle-split.csv):
 //       d=256 +1-4%, d=64/128 within the +-3% noise. Full sweep on the H100, fwd and fwd+bwd
 //       (bench/results/gpu-h100-2026-11-22-fa2v7.md): d=64 1.00-1.05x SDPA flash (s >= 1024), d=128
@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
         constexpr int kk = decltype(kk_)::value;
         unroll<kMT>([&](auto mt_) {
           constexpr int mt = decltype(mt_)::value;
-          ldsm_q.template load<mt * 16, kk * 2>(q_frag[kk][mt], q_warp);
+          ldsm_q.template block<mt, kk>(q_frag[kk][mt], q_warp);
         });
       });
     }
@@ -203,14 +203,14 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
       if constexpr (!S::kQRegs) {
         unroll<kMT>([&](auto mt_) {
           constexpr int mt = decltype(mt_)::value;
-          ldsm_q.template load<mt * 16, kk * 2>(a_smem[mt], q_warp);
+          ldsm_q.template block<mt, kk>(a_smem[mt], q_warp);
         });
       }
       auto& a = S::kQRegs ? q_frag[kk] : a_smem;
       unroll<kBc / 16>([&](auto n_) {  // two 8-key tiles per ldmatrix.x4, each reused by kMT MMAs
         constexpr int n = decltype(n_)::value;
         uint32_t bk[4];
-        ldsm_k.template load<n * 16, kk * 2>(bk, k_tile);
+        ldsm_k.template block<n, kk>(bk, k_tile);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) mma_16x16<T>(acc_s[mt], n, a[mt], bk);
       });
@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
       unroll<D / 16>([&](auto n_) {
         constexpr int n = decltype(n_)::value;
         uint32_t bv[4];
-        ldsm_v.template load<kk * 16, n * 2>(bv, v_tile);
+        ldsm_v.template block<n, kk>(bv, v_tile);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) mma_16x16<T>(acc_o[mt], n, a[mt], bv);
       });

@@ -83,68 +83,24 @@ __device__ __forceinline__ void load_tile(T* tile, const T* src, int64_t row_str
   }
 }
 
-// ---- ldmatrix: four 8x8 16-bit matrices from shared memory, one row address per lane
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-// The offset of (row0 + r, chunk0 + c) in a swizzled tile, where row0 % 8 == 0 and chunk0 % 2 == 0 are
-// the caller's (constants once loops unroll, or loop-invariant) and r < 16, c < 2 the lane's. Written
-// so that the XOR only ever mixes a constant with the lane's bits:
-//   (chunk0 + c) ^ (r & 7) = (chunk0 & ~7) + ((chunk0 & 6) ^ (r & 6)) + (c ^ (r & 1)),
-// after unrolling every ldmatrix address is then a register computed once plus a constant, instead
-// of an XOR, shifts and adds before each load.
-template <int W>
-__device__ __forceinline__ int swizzle_at(int row0, int chunk0, int r, int c) {
-  if constexpr (W / 8 >= 8) {
-    return (row0 + r) * W + ((chunk0 & ~7) + ((chunk0 & 6) ^ (r & 6)) + (c ^ (r & 1))) * 8;
-  } else {
-    return swizzle<W>(row0 + r, chunk0 + c);
-  }
-}
-
-// The four ways fa2 feeds an MMA from a swizzled tile of width W (lane = threadIdx.x % 32; m0, n0 and
-// k0 multiples of 16):
-// A (16 x 16 at (m0, k0)) from a row-major (m x k) tile.
-template <int W, typename T>
-__device__ __forceinline__ void load_a(uint32_t (&a)[4], const T* tile, int m0, int k0, int lane) {
-  ldmatrix_x4(a, tile + swizzle_at<W>(m0, k0 / 8, lane % 16, lane / 16));
-}
-// A (16 x 16 at (m0, k0)) from a tile stored transposed, (k x m) row-major.
-template <int W, typename T>
-__device__ __forceinline__ void load_a_trans(uint32_t (&a)[4], const T* tile, int m0, int k0, int lane) {
-  ldmatrix_x4_trans(a, tile + swizzle_at<W>(k0, m0 / 8, lane % 8 + (lane / 16) * 8, (lane / 8) % 2));
-}
-// B of two 8-column tiles (n0 and n0 + 8, 16 deep at k0) from an (n x k) row-major tile, as K in Q K^T:
-// {b[0], b[1]} feed the first tile, {b[2], b[3]} the second.
-template <int W, typename T>
-__device__ __forceinline__ void load_b(uint32_t (&b)[4], const T* tile, int n0, int k0, int lane) {
-  ldmatrix_x4(b, tile + swizzle_at<W>(n0, k0 / 8, (lane / 16) * 8 + lane % 8, (lane / 8) % 2));
-}
-// The same from a (k x n) row-major tile, as V in P V.
-template <int W, typename T>
-__device__ __forceinline__ void load_b_trans(uint32_t (&b)[4], const T* tile, int n0, int k0, int lane) {
-  ldmatrix_x4_trans(b, tile + swizzle_at<W>(k0, n0 / 8, lane % 8 + ((lane / 8) % 2) * 8, lane / 16));
-}
-
-// ---- The same four reads with compile-time offsets. A lane's address for the 16 x 16 block at (row0,
-// chunk_base + chunk0) of a swizzled tile, row0 % 8 == 0, chunk0 % 2 == 0 and chunk_base a run-time
-// chunk offset of the warp's (even), splits into
+// ---- ldmatrix: the four ways fa2 feeds an MMA from a swizzled tile of width W (W / 8 chunks a row):
+//   A       16 x 16 at (m0, k0) of a row-major (m x k) tile, as Q in Q K^T
+//   ATrans  the same from a tile stored transposed, (k x m) row-major, as dS^T in dQ = dS K
+//   B       two 8-column tiles (n0, n0 + 8; 16 deep at k0) of an (n x k) row-major tile, as K in Q K^T:
+//           {b[0], b[1]} feed the first tile, {b[2], b[3]} the second (mma_16x16)
+//   BTrans  the same from a (k x n) row-major tile, as V in P V
+// each an ldmatrix.x4: four 8x8 16-bit matrices, one row address a lane.
+//
+// A lane's address for the 16 x 16 block at (row0, chunk_base + chunk0) of the tile, row0 % 8 == 0,
+// chunk0 % 2 == 0 and chunk_base a run-time chunk offset of the warp's (even), splits into
 //   lane part  swizzle(r, chunk_base + 2 i + c) with i = (chunk0 & 6) / 2: one of four values a lane
 //              holds, and
 //   constant   row0 W + (chunk0 & ~7) 8, which ldmatrix takes as an immediate,
 // because the XOR only touches a chunk index's low three bits (two for W = 32, whose chunk0 is 0 or 2):
 // swizzle(r, x + 8 m) = swizzle(r, x) + 64 m. So one operand's reads need four address registers
-// for the whole loop. The load_* above, with run-time offsets, leave the split to the
-// compiler, which hoisted every one of a loop's offsets into a register of its own (144 a step for
-// the forward's d = 256) and then recomputed them each K/V block for want of registers.
+// for the whole loop. With run-time offsets (v6) the compiler hoisted every one of a loop's offsets
+// into a register of its own (144 a step for the forward's d = 256) and then recomputed them each
+// K/V block for want of registers.
 enum class Frag { A, ATrans, B, BTrans };
 
 template <int W, Frag F>
@@ -152,7 +108,7 @@ struct Ldsm {
   uint32_t lane_part[4];  // byte offsets
 
   __device__ __forceinline__ explicit Ldsm(int lane, int chunk_base = 0) {
-    // The lane's row r in the 16-row block and its chunk c in the 2-chunk column, as load_* place them.
+    // The lane's row r in the 16-row block and its chunk c in the 2-chunk column.
     const int r = F == Frag::A ? lane % 16 : F == Frag::B ? (lane / 16) * 8 + lane % 8
                 : F == Frag::ATrans ? lane % 8 + (lane / 16) * 8 : lane % 8 + ((lane / 8) % 2) * 8;
     const int c = F == Frag::A || F == Frag::BTrans ? lane / 16 : (lane / 8) % 2;
@@ -160,30 +116,23 @@ struct Ldsm {
     for (int i = 0; i < 4; ++i) lane_part[i] = 2u * uint32_t(swizzle<W>(r, chunk_base + 2 * i + c));
   }
 
-  // The fragment of the block at (kRow0, chunk_base + kChunk0) of the tile at shared address `tile`: for
-  // A and B, (m0 or n0, k0 / 8); for ATrans and BTrans, (k0, m0 / 8 or n0 / 8), as in load_*.
-  template <int kRow0, int kChunk0>
-  __device__ __forceinline__ void load(uint32_t (&x)[4], uint32_t tile) const {
-    static_assert(kRow0 % 8 == 0 && kChunk0 % 2 == 0, "16 x 16 blocks on the 8-row, 2-chunk grid");
+  // The fragment of 16 x 16 block (kMN, kK) of the operand at shared address `tile`, counted in blocks
+  // along M (or N) and K, whichever way round the tile is stored.
+  template <int kMN, int kK>
+  __device__ __forceinline__ void block(uint32_t (&x)[4], uint32_t tile) const {
+    constexpr bool kTrans = F == Frag::ATrans || F == Frag::BTrans;
+    constexpr int kRow0 = 16 * (kTrans ? kK : kMN), kChunk0 = 2 * (kTrans ? kMN : kK);
     constexpr int kImm = 2 * (kRow0 * W + (kChunk0 & ~7) * 8);
     const uint32_t addr = tile + lane_part[(kChunk0 & 6) / 2];
-    if constexpr (F == Frag::A || F == Frag::B) {
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4+%5];\n"
-                   : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
-                   : "r"(addr), "n"(kImm));
-    } else {
+    if constexpr (kTrans) {
       asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4+%5];\n"
                    : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
                    : "r"(addr), "n"(kImm));
+    } else {
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4+%5];\n"
+                   : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                   : "r"(addr), "n"(kImm));
     }
-  }
-
-  // The fragment of 16 x 16 block (kMN, kK) of the operand, counted in blocks along M (or N) and K from
-  // the tile base, whichever way round the tile is stored.
-  template <int kMN, int kK>
-  __device__ __forceinline__ void block(uint32_t (&x)[4], uint32_t tile) const {
-    if constexpr (F == Frag::A || F == Frag::B) load<16 * kMN, 2 * kK>(x, tile);
-    else load<16 * kK, 2 * kMN>(x, tile);
   }
 };
 
@@ -217,7 +166,7 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 }
 
 // The two 8-column tiles 2n and 2n + 1 of a row of accumulator tiles += A (16 x 16) times a B fragment as
-// load_b / load_b_trans return it ({b[0], b[1]} feed the first tile, {b[2], b[3]} the second).
+// Ldsm<W, Frag::B or BTrans>::block returns it ({b[0], b[1]} feed the first tile, {b[2], b[3]} the second).
 template <typename T, int N>
 __device__ __forceinline__ void mma_16x16(float (&c)[N][4], int n, const uint32_t (&a)[4], const uint32_t (&b)[4]) {
   mma_16816<T>(c[2 * n], a, b[0], b[1]);
