@@ -32,6 +32,9 @@ WANTED = [  # (label, ncu raw metric, divisor)
     ("dram %", "dram__throughput.avg.pct_of_peak_sustained_elapsed", 1),
     ("smem ld M", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", 1e6),
     ("bank cf M", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", 1e6),
+    ("smem %", "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed", 1),
+    ("l1 %", "l1tex__throughput.avg.pct_of_peak_sustained_active", 1),
+    ("l2 %", "lts__t_sectors.avg.pct_of_peak_sustained_elapsed", 1),
 ]
 STALL = "smsp__average_warps_issue_stalled_"  # ..._<reason>_per_issue_active.ratio
 

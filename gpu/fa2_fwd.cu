@@ -1,10 +1,12 @@
 // fa2: FlashAttention-2 forward on tensor cores.
 //
 // One CTA per (Q block of Br rows, head, batch); 4 warps, each owning 16 kMT
-// query rows (Br = 128, kMT = 2 for head_dim <= 128; Br = 64 for 256). K_j and
-// V_j stream through shared memory (cp.async, two stages for head_dim <= 128),
+// query rows (Br = 128, kMT = 2 for head_dim <= 128). K_j and V_j stream through
+// shared memory (cp.async, two stages; Bc = 128 keys at head_dim 64, 64 at 128),
 // swizzled so that ldmatrix reads are conflict-free. The building blocks
 // (swizzle, cp.async, ldmatrix, mma.sync, fragment packing) are in mma.cuh.
+// Head dim 256 runs fa2_fwd_pairs.cu, where two warps share 32 rows and split
+// the head dim (v8); this file's d = 256 shape is v7's, kept for A/B runs.
 //   S_ij = Q_i K_j^T       mma.sync m16n8k16, fp32 accumulate (Q via ldmatrix, K via ldmatrix)
 //   m, l, P~               online softmax on the accumulator fragments, exp2 with
 //                          scale * log2(e) folded in; rows reduced across the 4 lanes of a quad
@@ -77,6 +79,24 @@
 //       warps, Br=128; one stage 0.82-0.94x, two stages 0.93-1.03x against the default's 0.98-1.06x in
 //       the sweep); O rescaled only when a row of the warp found a new maximum (a vote and a branch
 //       a block): 3-6% slower, except d=128 at s >= 4k (+1-3%) (...-fwd-conditional-rescale.csv).
+//   v8  Less shared-memory traffic a MMA where it was the limit. ncu at d=256 s=4k put this kernel's
+//       shared-memory pipe 74% busy (SDPA flash's 77%: the same 4 warps of 16 rows) and its tensor pipe
+//       50%; the H100's ldmatrix rate, measured (simulator/validation/microbench-h100-2026-11-22.json:
+//       130 B a clock an SM, mma.sync 2496 FLOP), makes a 16-row warp's K/V fragments cost more clocks
+//       than its MMAs at d=256. So:
+//       - d=256 moves to fa2_fwd_pairs.cu: a pair of warps shares 32 rows, each warp computes S for
+//         half the keys and accumulates O for half the head dim, P~ crosses through shared memory, and
+//         FA2's split K/V waits ride on the two barriers the exchange needs. 104 ldmatrix.x4 a warp
+//         and K/V block instead of 144; A/B against v7 in one process +0-6% (one cell -2%), 1.01-1.06x
+//         SDPA flash (results/ab-h100-2026-11-22-fwd-d256-pairs-split-waits.csv; the version index
+//         there has the steps, including the variant without split waits, which gained nothing);
+//       - d=64 takes K/V blocks of 128 keys (FLASHLAB_FA2_FWD_SHAPE=4; 255 registers, no spills, 80
+//         KiB): half the blocks, barriers and row-max shuffles for the same MMAs, +2-8% in one
+//         process (...-fwd-d64-bc128.csv). d=128 stays at 64 keys (128 would need 160 KiB, one CTA).
+//       Full sweeps on the H100 (bench/results/gpu-h100-2026-11-22-fa2v9.md, and -fa2v9-run2.csv),
+//       s >= 1024: d=64 1.04-1.09x SDPA flash, d=128 1.01-1.08x, d=256 1.00-1.08x in both runs, so
+//       every cell of the forward reaches 1.0x; e.g. d=256 s=16k 336 TFLOP/s vs flash 332, cuDNN 669;
+//       d=64 s=16k 339 vs 313.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -342,14 +362,17 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   }
 }
 
-// Tile shapes per head dim, and why (H200 timings in the version index):
+// Tile shapes per head dim, and why (timings in the version index):
 //   d <= 128: two MMA row tiles per warp (kMT = 2, Br = 128): each K/V fragment read from shared memory
 //     feeds two MMAs, halving ldmatrix traffic per MMA; it takes 228-255 registers, so an SM holds two
-//     CTAs of four warps. Two K/V stages hide the loads.
-//   d = 256: one row tile per warp (its O accumulator alone is 128 registers) and one K/V stage, so
-//     that Q and K/V fit A100's shared memory too.
+//     CTAs of four warps. Two K/V stages hide the loads. At d = 64, K/V blocks of 128 keys (v8: half the
+//     blocks, barriers and row-max reductions for the same MMAs; 80 KiB of shared memory, 255 registers).
+//   d = 256: fa2_fwd_pairs.cu (warp pairs split the head dim). The shape below is v7's d = 256 kernel,
+//     one 16-row tile per warp (its O accumulator alone is 128 registers) and one K/V stage, kept for
+//     A/B runs as FLASHLAB_FA2_FWD_SHAPE=7.
 template <int D>
-using Default = std::conditional_t<D <= 128, Shape<D, 4, 2, 64, 2, false>, Shape<D, 4, 1, 64, 1, false>>;
+using Default = std::conditional_t<D == 64, Shape<64, 4, 2, 128, 2, false>,
+                                   std::conditional_t<D <= 128, Shape<D, 4, 2, 64, 2, false>, Shape<D, 4, 1, 64, 1, false>>>;
 
 template <class S, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
@@ -375,6 +398,8 @@ bool launch_experiment(const AttentionParams& p, cudaStream_t stream) {
       case 1: launch<Shape<D, 4, 1, 64, 2, false>, T>(p, stream); return true;  // v3: Br = 64
       case 2: launch<Shape<D, 8, 1, 64, 2, false>, T>(p, stream); return true;  // Br = 128, eight warps
       case 3: launch<Shape<D, 4, 2, 32, 2, false>, T>(p, stream); return true;  // Bc = 32
+      case 4: launch<Shape<D, 4, 2, 128, 2, false>, T>(p, stream); return true;  // Bc = 128 (v8's d = 64)
+      case 5: launch<Shape<D, 4, 2, 64, 2, false>, T>(p, stream); return true;   // Bc = 64 (v7's d = 64)
     }
   } else {
     switch (which) {
@@ -384,6 +409,7 @@ bool launch_experiment(const AttentionParams& p, cudaStream_t stream) {
       case 4: launch<Shape<D, 8, 1, 64, 1, false>, T>(p, stream); return true;  // Br = 128, eight warps
       case 5: launch<Shape<D, 8, 1, 64, 2, false>, T>(p, stream); return true;  // ... two stages (192 KiB)
       case 6: launch<Shape<D, 4, 1, 64, 1, true>, T>(p, stream); return true;   // Q in registers (spills)
+      case 7: launch<Default<D>, T>(p, stream); return true;                     // v7: 16 rows a warp
     }
   }
   return false;
@@ -399,7 +425,7 @@ void dispatch_dim(const AttentionParams& p, cudaStream_t stream) {
   switch (fa2_padded_head_dim(p.head_dim)) {
     case 64: return launch<Default<64>, T>(p, stream);
     case 128: return launch<Default<128>, T>(p, stream);
-    case 256: return launch<Default<256>, T>(p, stream);
+    case 256: return fa2_forward_pairs_d256(p, stream);
   }
   throw Error("fa2 forward: head_dim " + std::to_string(p.head_dim) + " is not supported");
 }

@@ -15,6 +15,9 @@ void fa1_minimal_forward(const AttentionParams& p, float* l_scratch, float* m_sc
 int fa2_padded_head_dim(int head_dim);  // 0: unsupported
 bool fa2_forward_supports(const AttentionParams& p);
 void fa2_forward(const AttentionParams& p, cudaStream_t stream);
+// fa2_fwd_pairs.cu: the head_dim 256 forward with warp pairs splitting the head dim (fa2_forward
+// calls it; p as fa2_forward_supports accepts it, head_dim padded to 256).
+void fa2_forward_pairs_d256(const AttentionParams& p, cudaStream_t stream);
 
 // fa2_bwd.cu: FlashAttention-2 backward (dK, dV per K/V block; dQ by fp32 atomics, or by its own
 // kernel when p.deterministic). p.o and p.lse are the forward's; p.scratch holds

@@ -134,6 +134,29 @@ struct Ldsm {
                    : "r"(addr), "n"(kImm));
     }
   }
+
+  // The reverse of block for an A operand: writes the A fragment x (as c_to_a packs it) into block
+  // (kMN, kK) of the tile, stmatrix.x4 on sm_90 (the same lane addresses as ldmatrix), else four 32-bit
+  // stores a lane.
+  template <int kMN, int kK>
+  __device__ __forceinline__ void store(const uint32_t (&x)[4], uint32_t tile, int lane) const {
+    static_assert(F == Frag::A, "stores A fragments");
+    constexpr int kRow0 = 16 * kMN, kChunk0 = 2 * kK;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int kImm = 2 * (kRow0 * W + (kChunk0 & ~7) * 8);
+    (void)lane;
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0+%1], {%2,%3,%4,%5};\n"
+                 ::"r"(tile + lane_part[(kChunk0 & 6) / 2]), "n"(kImm), "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3])
+                 : "memory");
+#else
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // a[i]: rows g + 8 (i % 2), columns 2t + 8 (i / 2) of the block
+      const int row = kRow0 + lane / 4 + 8 * (i % 2), col = 8 * kChunk0 + 2 * (lane % 4) + 8 * (i / 2);
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(tile + 2u * uint32_t(swizzled<W>(row, col))), "r"(x[i])
+                   : "memory");
+    }
+#endif
+  }
 };
 
 // Calls f(std::integral_constant<int, i>{}) for i = 0 .. N - 1: a loop whose index is a compile-time

@@ -1,0 +1,338 @@
+// fa2 forward at head_dim 256: warp pairs split the head dim.
+//
+// Why a kernel of its own. At d = 256 a warp's O accumulator for 16 rows is already 128 registers, so
+// fa2_fwd.cu's kernel (like SDPA flash's) gives each warp 16 query rows, and then every K and V fragment
+// read from shared memory feeds one MMA a 16 rows: an ldmatrix.x4 (512 bytes) per two m16n8k16. On an
+// H100 (simulator/validation/microbench-h100-2026-11-22.json) shared memory delivers 130 bytes a clock
+// an SM and mma.sync 2496 FLOP, so a 64 x 64 block of S and P V at d = 256 needs 2270 clocks of
+// ldmatrix against 1680 of MMA: ncu showed that kernel's shared-memory pipe 74% busy and its tensor
+// pipe 50%, at ~315 TFLOP/s where d = 128 (two 16-row tiles a warp) reaches ~375.
+//
+// Here a pair of warps owns 32 query rows, and each warp of the pair owns half of everything else:
+//   S = Q K_j^T   warp h of the pair computes its 32 rows against keys [32 h, 32 h + 32) of the block:
+//                 each K fragment and each Q fragment feeds two MMAs;
+//   softmax       the row max needs both halves: each warp writes its partial max to shared memory and,
+//                 after the barrier the K buffer needs anyway, takes the larger of its pair's two (so
+//                 both warps rescale by the same alpha, and their partial row sums add at the end);
+//   O += P~ V_j   warp h accumulates O's columns [128 h, 128 h + 128) for the 32 rows (128 registers,
+//                 as before) over all 64 keys: its own half of P~ is in registers, the other half comes
+//                 through shared memory (stmatrix, after the softmax; ldmatrix, after the barrier the
+//                 V buffer needs anyway), and each V fragment feeds two MMAs.
+// Per warp and K/V block: 104 ldmatrix.x4 and 4 stmatrix.x4 for 256 MMAs, against 144 ldmatrix.x4
+// (ncu, d = 256 s = 4k: 215M shared-memory load wavefronts against 303M, pipe 59% busy against 74%).
+//
+// The rest is fa2_fwd.cu's: 4 warps, Br = Bc = 64, tile skipping and edge-only masks, exp2 with the
+// scale folded in, O written through shared memory as 16-byte row chunks. One K and one V buffer (96
+// KiB with Q, plus 8.5 KiB for P~ and the row statistics, so two CTAs share an SM), loaded in turn.
+//
+// Version index (bench/ab_libs.py: fa2_fwd.cu's v7 kernel (a) against this one (b) in one process,
+// NVIDIA H100 80GB HBM3, bf16, the anchors' setup; CSVs in bench/results/):
+//   v1  pairs with named pair barriers and K_j+1, V_j+1 loaded together after P V_j (the v7 kernel's
+//       one-stage pipeline): b/a 0.97-1.03, no gain (ab-h100-2026-11-22-fwd-d256-pairs.csv); ncu: shared
+//       memory 59% busy, tensor pipe 51%, 586M instructions against 484M; with stmatrix for P~ 0.98-1.03
+//       (...-pairs-stmatrix.csv).
+//   v2  FA2's split waits (V_j loads under S = Q K_j^T, K_j+1 under the softmax and P~ V_j), which the
+//       pairs' exchanges make free: their two barriers become the two the split needs. b/a 1.00-1.06
+//       except causal s=4k 0.98; against SDPA flash 1.01-1.06x at s = 1k-16k, causal or not
+//       (...-pairs-split-waits.csv). In the v7 kernel the same split measured +1-4% at s=1k, -3% at 4k.
+//       As committed (named barriers gone, __syncthreads only): fwd b/a 1.00-1.05, fwd+bwd 1.01-1.02
+//       (...-pairs-final.csv). ncu of v7 and v1 beside flash: ncu-h100-2026-11-22-fwd-d256-v7-vs-pairs-v1.txt.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "cuda_check.hpp"
+#include "kernels.hpp"
+#include "mask.cuh"
+#include "mma.cuh"
+#include "sequence.cuh"
+
+namespace flashlab::gpu {
+namespace {
+
+using namespace mma;
+
+constexpr int D = 256, kWarps = 4, kThreads = 32 * kWarps;
+constexpr int kBr = 64, kBc = 64;      // query rows and keys a block
+constexpr int kPairRows = 32;          // query rows a warp pair owns
+constexpr int kHalfKeys = kBc / 2;     // keys of S a warp computes
+constexpr int kHalfCols = D / 2;       // columns of O a warp accumulates
+constexpr int kMT = kPairRows / 16;    // 16-row MMA tiles a warp
+constexpr int kPairs = kWarps / 2;
+
+// Shared memory: Q, K, V tiles (swizzled, D wide), then per pair and half the P~ tile (32 x 32,
+// swizzled 32 wide) and 32 floats of row statistics (the partial max, and at the end the row sum).
+constexpr int kTileElems = (kBr + 2 * kBc) * D;
+constexpr int kPElems = kPairs * 2 * kPairRows * kHalfKeys;
+constexpr size_t kSmemBytes = size_t(kTileElems + kPElems) * 2 + kPairs * 2 * kPairRows * sizeof(float);
+
+template <typename T, bool kSoftcap>
+__global__ void __launch_bounds__(kThreads, 2) fa2_forward_pairs_kernel(const AttentionParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);  // (Br, D)
+  T* sK = sQ + kBr * D;                     // (Bc, D)
+  T* sV = sK + kBc * D;                     // (Bc, D)
+  T* sP = sV + kBc * D;                     // (pairs, 2 halves, 32 rows, 32 keys)
+  float* sStat = reinterpret_cast<float*>(sP + kPElems);  // (pairs, 2 halves, 32 rows)
+
+  const int i_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int g = h / (p.heads_q / p.heads_kv);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int pair = warp / 2, half = warp % 2;
+  const int qrow = lane / 4, qcol = (lane % 4) * 2;
+
+  const Sequence seq = sequence_of(p, b);
+  const int sq = seq.sq, sk = seq.sk;
+  const int row0 = i_block * kBr;
+  if (row0 >= sq) return;
+  const T* q = static_cast<const T*>(p.q) + seq.q_base + h * p.q_head_stride;
+  const T* k = static_cast<const T*>(p.k) + seq.k_base + g * p.k_head_stride;
+  const T* v = static_cast<const T*>(p.v) + seq.v_base + g * p.v_head_stride;
+  T* o = static_cast<T*>(p.o) + seq.o_base + h * p.o_head_stride;
+  float* lse = p.lse + seq.row_array(h, b, p);
+
+  const int last_row = min(row0 + kBr, sq) - 1;
+  const int c_lo = col_begin(row0, sq, sk, p.window_left), c_hi = col_end(last_row, sq, sk, p.window_right);
+  const int j_begin = c_lo / kBc, j_end = c_hi > c_lo ? (c_hi + kBc - 1) / kBc : j_begin;
+  const int full_lo = col_begin(last_row, sq, sk, p.window_left), full_hi = col_end(row0, sq, sk, p.window_right);
+
+  // This warp's rows within the block: pair_row0 + 16 mt + qrow + 8 r.
+  const int pair_row0 = pair * kPairRows;
+  float acc_o[kMT][kHalfCols / 8][4];
+  float row_max[kMT][2], row_sum[kMT][2];
+  int lo[kMT][2], hi[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+    zero(acc_o[mt]);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row_max[mt][r] = -INFINITY;
+      row_sum[mt][r] = 0.f;
+      const int row = row0 + pair_row0 + mt * 16 + qrow + 8 * r;
+      lo[mt][r] = col_begin(row, sq, sk, p.window_left);
+      hi[mt][r] = col_end(row, sq, sk, p.window_right);
+    }
+  }
+  const float c = kSoftcap ? kLog2e : p.scale * kLog2e;
+
+  // Shared addresses (bytes). Offsets by whole rows, or by multiples of 8 chunks, leave the swizzle's
+  // lane parts unchanged, so one Ldsm an operand serves every warp's part of the tile.
+  const Ldsm<D, Frag::A> ldsm_q(lane);
+  const Ldsm<D, Frag::B> ldsm_k(lane);
+  const Ldsm<D, Frag::BTrans> ldsm_v(lane);
+  const Ldsm<kHalfKeys, Frag::A> ldsm_p(lane);
+  const uint32_t q_pair = smem_addr(sQ) + 2u * uint32_t(pair_row0 * D);
+  const uint32_t k_half = smem_addr(sK) + 2u * uint32_t(half * kHalfKeys * D);
+  const uint32_t v_own = smem_addr(sV) + 2u * uint32_t(half * kHalfKeys * D + half * kHalfCols);
+  const uint32_t v_other = smem_addr(sV) + 2u * uint32_t((half ^ 1) * kHalfKeys * D + half * kHalfCols);
+  const uint32_t p_own = smem_addr(sP + (pair * 2 + half) * kPairRows * kHalfKeys);
+  const uint32_t p_other = smem_addr(sP + (pair * 2 + (half ^ 1)) * kPairRows * kHalfKeys);
+  float* stat_own = sStat + (pair * 2 + half) * kPairRows;
+  const float* stat_other = sStat + (pair * 2 + (half ^ 1)) * kPairRows;
+
+  if (j_begin < j_end) {
+    load_tile<D, kThreads, kBr>(sQ, q, p.q_row_stride, row0, sq, p.head_dim);
+    load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, j_begin * kBc, sk, p.head_dim);
+    cp_async_commit();
+  }
+
+  // One K and one V buffer, loaded in turn (FA2's split waits): V_j under S = Q K_j^T, K_j+1 under the
+  // softmax and P~ V_j. cp.async groups in flight, in order: ... V_j, K_j+1, V_j+1 ...
+  for (int j = j_begin; j < j_end; ++j) {
+    cp_async_wait<0>();
+    __syncthreads();  // K_j (and Q) are in shared memory; every warp is done with V_j-1
+    load_tile<D, kThreads, kBc>(sV, v, p.v_row_stride, j * kBc, sk, p.head_dim);
+    cp_async_commit();
+
+    // S = Q K^T for the pair's 32 rows and this warp's 32 keys.
+    float acc_s[kMT][kHalfKeys / 8][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) zero(acc_s[mt]);
+    unroll<D / 16>([&](auto kk_) {
+      constexpr int kk = decltype(kk_)::value;
+      uint32_t a[kMT][4];
+      unroll<kMT>([&](auto mt_) {
+        constexpr int mt = decltype(mt_)::value;
+        ldsm_q.template block<mt, kk>(a[mt], q_pair);
+      });
+      unroll<kHalfKeys / 16>([&](auto n_) {
+        constexpr int n = decltype(n_)::value;
+        uint32_t bk[4];
+        ldsm_k.template block<n, kk>(bk, k_half);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) mma_16x16<T>(acc_s[mt], n, a[mt], bk);
+      });
+    });
+
+    if constexpr (kSoftcap) {
+      const float inner = p.scale / p.softcap;
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int n = 0; n < kHalfKeys / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc_s[mt][n][e] = p.softcap * tanhf(acc_s[mt][n][e] * inner);
+    }
+    if (!(j * kBc >= full_lo && (j + 1) * kBc <= full_hi)) {
+      const int key0 = j * kBc + half * kHalfKeys;
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int n = 0; n < kHalfKeys / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = e / 2, col = key0 + n * 8 + qcol + (e & 1);
+            if (col < lo[mt][r] || col >= hi[mt][r]) acc_s[mt][n][e] = -INFINITY;
+          }
+    }
+
+    // The row max over both halves: this warp's (with the running max) to shared memory, the CTA
+    // meets, each warp takes the larger of its pair's two. A row's max is held by the 4 lanes of its quad.
+    float m_new[kMT][2];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float m = row_max[mt][r];
+#pragma unroll
+        for (int n = 0; n < kHalfKeys / 8; ++n) m = fmaxf(m, fmaxf(acc_s[mt][n][2 * r], acc_s[mt][n][2 * r + 1]));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+        m_new[mt][r] = m;
+        if (lane % 4 == 0) stat_own[mt * 16 + qrow + 8 * r] = m;
+      }
+    __syncthreads();  // the partial maxima are in shared memory, and every warp is done with K_j
+    if (j + 1 < j_end) {
+      load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, (j + 1) * kBc, sk, p.head_dim);
+      cp_async_commit();
+    }
+
+    // P~ = exp2(s c - m c) for this warp's keys; O rescaled by alpha = exp2((m_old - m) c).
+    uint32_t p_frag[kMT][kHalfKeys / 16][4];  // this warp's half of P~ as A fragments
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      float alpha[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float m = fmaxf(m_new[mt][r], stat_other[mt * 16 + qrow + 8 * r]);
+        const float m_c = m == -INFINITY ? 0.f : m * c;
+        alpha[r] = exp2_fast(row_max[mt][r] * c - m_c);
+        row_max[mt][r] = m;
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < kHalfKeys / 8; ++n) {
+          acc_s[mt][n][2 * r] = exp2_fast(fmaf(acc_s[mt][n][2 * r], c, -m_c));
+          acc_s[mt][n][2 * r + 1] = exp2_fast(fmaf(acc_s[mt][n][2 * r + 1], c, -m_c));
+          sum += acc_s[mt][n][2 * r] + acc_s[mt][n][2 * r + 1];
+        }
+        row_sum[mt][r] = row_sum[mt][r] * alpha[r] + sum;  // this half's keys only; halves add at the end
+      }
+#pragma unroll
+      for (int n = 0; n < kHalfCols / 8; ++n) {
+        acc_o[mt][n][0] *= alpha[0];
+        acc_o[mt][n][1] *= alpha[0];
+        acc_o[mt][n][2] *= alpha[1];
+        acc_o[mt][n][3] *= alpha[1];
+      }
+#pragma unroll
+      for (int kk = 0; kk < kHalfKeys / 16; ++kk) {
+        c_to_a<T>(p_frag[mt][kk], acc_s[mt][2 * kk], acc_s[mt][2 * kk + 1]);
+      }
+    }
+    unroll<kMT>([&](auto mt_) {  // the same fragments into this warp's P~ tile, for its pair
+      constexpr int mt = decltype(mt_)::value;
+      unroll<kHalfKeys / 16>([&](auto kk_) {
+        constexpr int kk = decltype(kk_)::value;
+        ldsm_p.template store<mt, kk>(p_frag[mt][kk], p_own, lane);
+      });
+    });
+    if (j + 1 < j_end) cp_async_wait<1>();  // V_j has landed; K_j+1 may still be on its way
+    else cp_async_wait<0>();
+    __syncthreads();  // V_j and the other half of P~ are in shared memory
+
+    // O[:, 128 half ..] += P~ V_j: this warp's keys from registers, the other warp's through ldmatrix.
+    unroll<kHalfKeys / 16>([&](auto kk_) {
+      constexpr int kk = decltype(kk_)::value;
+      unroll<kHalfCols / 16>([&](auto n_) {
+        constexpr int n = decltype(n_)::value;
+        uint32_t bv[4];
+        ldsm_v.template block<n, kk>(bv, v_own);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) mma_16x16<T>(acc_o[mt], n, p_frag[mt][kk], bv);
+      });
+    });
+    unroll<kHalfKeys / 16>([&](auto kk_) {
+      constexpr int kk = decltype(kk_)::value;
+      uint32_t a[kMT][4];
+      unroll<kMT>([&](auto mt_) {
+        constexpr int mt = decltype(mt_)::value;
+        ldsm_p.template block<mt, kk>(a[mt], p_other);
+      });
+      unroll<kHalfCols / 16>([&](auto n_) {
+        constexpr int n = decltype(n_)::value;
+        uint32_t bv[4];
+        ldsm_v.template block<n, kk>(bv, v_other);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) mma_16x16<T>(acc_o[mt], n, a[mt], bv);
+      });
+    });
+  }
+
+  // The row sums of the two halves add (both rescaled by the same alphas); then O_i / l_i and LSE_i.
+  // O leaves through the warp's part of sQ (its pair's rows, its columns) as 16-byte row chunks.
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float l = row_sum[mt][r];
+      l += __shfl_xor_sync(0xffffffff, l, 1);
+      l += __shfl_xor_sync(0xffffffff, l, 2);
+      row_sum[mt][r] = l;
+      if (lane % 4 == 0) stat_own[mt * 16 + qrow + 8 * r] = l;
+    }
+  __syncthreads();
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int pair_row = mt * 16 + qrow + 8 * r, tile_row = pair_row0 + pair_row, row = row0 + tile_row;
+      const float l = row_sum[mt][r] + stat_other[pair_row];
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+      for (int n = 0; n < kHalfCols / 8; ++n)
+        *reinterpret_cast<uint32_t*>(sQ + swizzled<D>(tile_row, half * kHalfCols + n * 8 + qcol)) =
+            pack2<T>(acc_o[mt][n][2 * r] * inv, acc_o[mt][n][2 * r + 1] * inv);
+      if (half == 0 && row < sq && lane % 4 == 0)
+        lse[row] = l > 0.f ? row_max[mt][r] * c * kLn2 + logf(l) : -INFINITY;
+    }
+  __syncwarp();
+  constexpr int kChunks = kHalfCols / 8;  // 16-byte chunks of a warp's part of a row
+#pragma unroll
+  for (int i = 0; i < kPairRows * kChunks / 32; ++i) {
+    const int idx = i * 32 + lane;
+    const int tile_row = pair_row0 + idx / kChunks, chunk = half * kChunks + idx % kChunks, row = row0 + tile_row;
+    if (row < sq && chunk * 8 < p.head_dim)
+      *reinterpret_cast<uint4*>(o + int64_t(row) * p.o_row_stride + chunk * 8) =
+          *reinterpret_cast<const uint4*>(sQ + swizzle<D>(tile_row, chunk));
+  }
+}
+
+template <typename T>
+void launch(const AttentionParams& p, cudaStream_t stream) {
+  auto kernel = p.softcap > 0.f ? fa2_forward_pairs_kernel<T, true> : fa2_forward_pairs_kernel<T, false>;
+  FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+  const dim3 grid((p.seqlen_q + kBr - 1) / kBr, p.heads_q, p.batch);
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(p);
+  FLASHLAB_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
+void fa2_forward_pairs_d256(const AttentionParams& p, cudaStream_t stream) {
+  if (p.dtype == Dtype::bf16) launch<__nv_bfloat16>(p, stream);
+  else launch<__half>(p, stream);
+}
+
+}  // namespace flashlab::gpu
