@@ -6,8 +6,9 @@ Usage: python3 bench/dram_vs_simulator.py FLASHLAB [MEASURED.csv] [> table.md]
   MEASURED.csv rows from simulator/validation/measure_flashlab.py (ncu, caches flushed);
                default: simulator/validation/flashlab-h200-2026-11-22.csv
 
-The estimate uses our kernel's own tiles (Br x Bc = 128 x 64 for d <= 128, 64 x 64 for d = 256) on the
-preset of the measured GPU, so the comparison is of the model, not of a tile-size mismatch.
+The estimate uses our kernel's own tiles (forward v8: Br x Bc = 128 x 128 for d = 64, 128 x 64 for d = 128,
+64 x 64 for d = 256) on the preset of the measured GPU, so the comparison is of the model, not of a
+tile-size mismatch.
 """
 import csv
 import json
@@ -19,7 +20,7 @@ PRESETS = {"NVIDIA H200": "h200", "NVIDIA H100 80GB HBM3": "h100-sxm"}
 
 
 def tiles(d):
-    return (128, 64) if d <= 128 else (64, 64)
+    return (128, 128) if d <= 64 else (128, 64) if d <= 128 else (64, 64)
 
 
 def main():

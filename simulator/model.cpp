@@ -94,6 +94,10 @@ Shape fused_shape(const Problem& p, const GpuSpec& g, Algo algo, bool backward, 
   }
   if (!backward && o.block_m > 0) s.tiling.Br = o.block_m;
   if (!backward && o.block_n > 0) s.tiling.Bc = o.block_n;
+  // FA2's forward gives a warp 32 query rows up to d = 128 and 16 above (where its O accumulator alone
+  // fills half its registers), so the warps follow Br: 64 x 64 tiles at d = 256 are 4 warps, as in
+  // SDPA flash's and flashlab's d = 256 kernels on the H100, not the 8 of the 128-row default.
+  if (algo == Algo::fa2 && !backward) s.threads = 32.0 * std::max<int64_t>(1, s.tiling.Br / (d <= 128 ? 32 : 16));
   const double Br = static_cast<double>(s.tiling.Br), Bc = static_cast<double>(s.tiling.Bc);
   const double stages = algo == Algo::fa3 ? 2 : 1;  // FA3 double-buffers K and V through TMA
   s.smem = backward ? (Br * (p.head_dim + p.dv()) + Bc * (p.head_dim + p.dv())) * e + Br * p.head_dim * 4
