@@ -48,6 +48,7 @@
 #include "mask.cuh"
 #include "mma.cuh"
 #include "sequence.cuh"
+#include "softmax.cuh"
 
 namespace flashlab::gpu {
 namespace {
@@ -93,10 +94,9 @@ __global__ void __launch_bounds__(kThreads, 2) fa2_forward_pairs_kernel(const At
   T* o = static_cast<T*>(p.o) + seq.o_base + h * p.o_head_stride;
   float* lse = p.lse + seq.row_array(h, b, p);
 
-  const int last_row = min(row0 + kBr, sq) - 1;
-  const int c_lo = col_begin(row0, sq, sk, p.window_left), c_hi = col_end(last_row, sq, sk, p.window_right);
-  const int j_begin = c_lo / kBc, j_end = c_hi > c_lo ? (c_hi + kBc - 1) / kBc : j_begin;
-  const int full_lo = col_begin(last_row, sq, sk, p.window_left), full_hi = col_end(row0, sq, sk, p.window_right);
+  // The K/V blocks this Q block sees, and where they need no mask.
+  const KeyBlocks blocks = key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
+  const int j_begin = blocks.begin, j_end = blocks.end;
 
   // This warp's rows within the block: pair_row0 + 16 mt + qrow + 8 r.
   const int pair_row0 = pair * kPairRows;
@@ -167,25 +167,12 @@ __global__ void __launch_bounds__(kThreads, 2) fa2_forward_pairs_kernel(const At
     });
 
     if constexpr (kSoftcap) {
-      const float inner = p.scale / p.softcap;
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-        for (int n = 0; n < kHalfKeys / 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc_s[mt][n][e] = p.softcap * tanhf(acc_s[mt][n][e] * inner);
+      for (int mt = 0; mt < kMT; ++mt) softmax::softcap(acc_s[mt], p.softcap, p.scale / p.softcap);
     }
-    if (!(j * kBc >= full_lo && (j + 1) * kBc <= full_hi)) {
-      const int key0 = j * kBc + half * kHalfKeys;
+    if (blocks.needs_mask(j, kBc)) {
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-        for (int n = 0; n < kHalfKeys / 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = e / 2, col = key0 + n * 8 + qcol + (e & 1);
-            if (col < lo[mt][r] || col >= hi[mt][r]) acc_s[mt][n][e] = -INFINITY;
-          }
+      for (int mt = 0; mt < kMT; ++mt) softmax::mask(acc_s[mt], j * kBc + half * kHalfKeys, qcol, lo[mt], hi[mt]);
     }
 
     // The row max over both halves: this warp's (with the running max) to shared memory, the CTA
@@ -195,13 +182,8 @@ __global__ void __launch_bounds__(kThreads, 2) fa2_forward_pairs_kernel(const At
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float m = row_max[mt][r];
-#pragma unroll
-        for (int n = 0; n < kHalfKeys / 8; ++n) m = fmaxf(m, fmaxf(acc_s[mt][n][2 * r], acc_s[mt][n][2 * r + 1]));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
-        m_new[mt][r] = m;
-        if (lane % 4 == 0) stat_own[mt * 16 + qrow + 8 * r] = m;
+        m_new[mt][r] = softmax::row_max(acc_s[mt], r, row_max[mt][r]);
+        if (lane % 4 == 0) stat_own[mt * 16 + qrow + 8 * r] = m_new[mt][r];
       }
     __syncthreads();  // the partial maxima are in shared memory, and every warp is done with K_j
     if (j + 1 < j_end) {
@@ -217,25 +199,13 @@ __global__ void __launch_bounds__(kThreads, 2) fa2_forward_pairs_kernel(const At
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const float m = fmaxf(m_new[mt][r], stat_other[mt * 16 + qrow + 8 * r]);
-        const float m_c = m == -INFINITY ? 0.f : m * c;
+        const float m_c = softmax::scaled_max(m, c);
         alpha[r] = exp2_fast(row_max[mt][r] * c - m_c);
         row_max[mt][r] = m;
-        float sum = 0.f;
-#pragma unroll
-        for (int n = 0; n < kHalfKeys / 8; ++n) {
-          acc_s[mt][n][2 * r] = exp2_fast(fmaf(acc_s[mt][n][2 * r], c, -m_c));
-          acc_s[mt][n][2 * r + 1] = exp2_fast(fmaf(acc_s[mt][n][2 * r + 1], c, -m_c));
-          sum += acc_s[mt][n][2 * r] + acc_s[mt][n][2 * r + 1];
-        }
-        row_sum[mt][r] = row_sum[mt][r] * alpha[r] + sum;  // this half's keys only; halves add at the end
+        // this half's keys only; the halves add at the end
+        row_sum[mt][r] = row_sum[mt][r] * alpha[r] + softmax::exp2_row(acc_s[mt], r, c, m_c);
       }
-#pragma unroll
-      for (int n = 0; n < kHalfCols / 8; ++n) {
-        acc_o[mt][n][0] *= alpha[0];
-        acc_o[mt][n][1] *= alpha[0];
-        acc_o[mt][n][2] *= alpha[1];
-        acc_o[mt][n][3] *= alpha[1];
-      }
+      softmax::rescale(acc_o[mt], alpha);
 #pragma unroll
       for (int kk = 0; kk < kHalfKeys / 16; ++kk) {
         c_to_a<T>(p_frag[mt][kk], acc_s[mt][2 * kk], acc_s[mt][2 * kk + 1]);
@@ -286,11 +256,8 @@ __global__ void __launch_bounds__(kThreads, 2) fa2_forward_pairs_kernel(const At
   for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float l = row_sum[mt][r];
-      l += __shfl_xor_sync(0xffffffff, l, 1);
-      l += __shfl_xor_sync(0xffffffff, l, 2);
-      row_sum[mt][r] = l;
-      if (lane % 4 == 0) stat_own[mt * 16 + qrow + 8 * r] = l;
+      row_sum[mt][r] = softmax::quad_sum(row_sum[mt][r]);
+      if (lane % 4 == 0) stat_own[mt * 16 + qrow + 8 * r] = row_sum[mt][r];
     }
   __syncthreads();
 #pragma unroll
@@ -305,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, 2) fa2_forward_pairs_kernel(const At
         *reinterpret_cast<uint32_t*>(sQ + swizzled<D>(tile_row, half * kHalfCols + n * 8 + qcol)) =
             pack2<T>(acc_o[mt][n][2 * r] * inv, acc_o[mt][n][2 * r + 1] * inv);
       if (half == 0 && row < sq && lane % 4 == 0)
-        lse[row] = l > 0.f ? row_max[mt][r] * c * kLn2 + logf(l) : -INFINITY;
+        lse[row] = softmax::lse(row_max[mt][r], c, l);
     }
   __syncwarp();
   constexpr int kChunks = kHalfCols / 8;  // 16-byte chunks of a warp's part of a row

@@ -1,0 +1,82 @@
+// The forward's score-to-probability steps on a warp's accumulator tiles, shared by fa2_fwd.cu and
+// fa2_fwd_pairs.cu. A row of scores is a row of kN8 16 x 8 C fragments (mma.cuh's layout: this lane
+// holds columns qcol, qcol + 1 of rows g (elements 0, 1) and g + 8 (elements 2, 3)), so a thread's
+// half-row r is elements 2r and 2r + 1 of each tile, and the 4 lanes of a quad hold one whole row.
+#pragma once
+#include <cmath>
+
+#include "mma.cuh"
+
+namespace flashlab::gpu::softmax {
+
+// s = cap * tanh(s * inner), inner = scale / cap: scores in natural units afterwards.
+template <int kN8>
+__device__ __forceinline__ void softcap(float (&s)[kN8][4], float cap, float inner) {
+#pragma unroll
+  for (int n = 0; n < kN8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[n][e] = cap * tanhf(s[n][e] * inner);
+}
+
+// -inf where a key falls outside its row's columns [lo[r], hi[r]); key0: the first tile's first key.
+template <int kN8>
+__device__ __forceinline__ void mask(float (&s)[kN8][4], int key0, int qcol, const int (&lo)[2], const int (&hi)[2]) {
+#pragma unroll
+  for (int n = 0; n < kN8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e / 2, col = key0 + n * 8 + qcol + (e & 1);
+      if (col < lo[r] || col >= hi[r]) s[n][e] = -INFINITY;
+    }
+}
+
+// The larger of m and half-row r's scores, then over the quad: the row's max.
+template <int kN8>
+__device__ __forceinline__ float row_max(const float (&s)[kN8][4], int r, float m) {
+#pragma unroll
+  for (int n = 0; n < kN8; ++n) m = fmaxf(m, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+  m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
+  return fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+}
+
+// m times c (c = scale log2 e), or 0 for a row that has seen nothing (m = -inf): exp2(-inf - 0) = 0.
+__device__ __forceinline__ float scaled_max(float m, float c) { return m == -INFINITY ? 0.f : m * c; }
+
+// P~ = exp2(s c - m_c) in place for half-row r; returns this thread's sum of them (not quad-reduced).
+template <int kN8>
+__device__ __forceinline__ float exp2_row(float (&s)[kN8][4], int r, float c, float m_c) {
+  float sum = 0.f;
+#pragma unroll
+  for (int n = 0; n < kN8; ++n) {
+    s[n][2 * r] = mma::exp2_fast(fmaf(s[n][2 * r], c, -m_c));
+    s[n][2 * r + 1] = mma::exp2_fast(fmaf(s[n][2 * r + 1], c, -m_c));
+    sum += s[n][2 * r] + s[n][2 * r + 1];
+  }
+  return sum;
+}
+
+// O's rows times alpha: rows g by alpha[0], rows g + 8 by alpha[1].
+template <int kN8>
+__device__ __forceinline__ void rescale(float (&o)[kN8][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int n = 0; n < kN8; ++n) {
+    o[n][0] *= alpha[0];
+    o[n][1] *= alpha[0];
+    o[n][2] *= alpha[1];
+    o[n][3] *= alpha[1];
+  }
+}
+
+// The sum of the quad's four partial row sums.
+__device__ __forceinline__ float quad_sum(float l) {
+  l += __shfl_xor_sync(0xffffffff, l, 1);
+  return l + __shfl_xor_sync(0xffffffff, l, 2);
+}
+
+// LSE = m ln 2 + ln(l) for a row whose max m is kept unscaled (log2 units after times c); -inf for a
+// row that saw no key.
+__device__ __forceinline__ float lse(float m, float c, float l) {
+  return l > 0.f ? m * c * mma::kLn2 + logf(l) : -INFINITY;
+}
+
+}  // namespace flashlab::gpu::softmax
