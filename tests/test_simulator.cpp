@@ -161,11 +161,16 @@ Errors errors_of(const Estimate& e, const Row& r) {
 }
 }  // namespace
 
-TEST_CASE("predictions against PyTorch SDPA kernels measured on an H200 (simulator/validation)") {
-  const std::string path = std::string(FLASHLAB_SOURCE_DIR) + "/simulator/validation/sdpa-h200-2026-11-22.csv";
-  const auto rows = read_csv(path);
-  REQUIRE(rows.size() >= 60);
-  const GpuSpec gpu = load_gpu("h200");
+// SDPA's rows of one validation file (simulator/validation/measure_sdpa.py), each predicted on `preset`
+// (flash as fa2, cuDNN as fa3, math as standard, all with their default tiles). Prints every row;
+// returns the fused (flash and cuDNN) rows and how many are within 15% in DRAM bytes and 25% in time.
+struct Within {
+  int fused, bytes_ok, time_ok;
+};
+Within sdpa_rows_within(const std::string& file, const std::string& preset) {
+  const auto rows = read_csv(std::string(FLASHLAB_SOURCE_DIR) + "/simulator/validation/" + file);
+  REQUIRE(!rows.empty());
+  const GpuSpec gpu = load_gpu(preset);
   int fused = 0, bytes_ok = 0, time_ok = 0;
   std::vector<double> byte_err, time_err;
   for (const auto& r : rows) {
@@ -186,16 +191,33 @@ TEST_CASE("predictions against PyTorch SDPA kernels measured on an H200 (simulat
     bytes_ok += std::fabs(be) <= 0.15;
     time_ok += std::fabs(te) <= 0.25;
   }
+  REQUIRE(fused > 0);
   std::sort(byte_err.begin(), byte_err.end());
   std::sort(time_err.begin(), time_err.end());
-  MESSAGE("FA2 + cuDNN rows: " << fused << "; DRAM bytes within 15%: " << bytes_ok << " (median |error| "
-                               << 100 * byte_err[byte_err.size() / 2] << "%); time within 25%: " << time_ok
-                               << " (median |error| " << 100 * time_err[time_err.size() / 2] << "%)");
-  CHECK(fused == 60);
+  MESSAGE(file << ": FA2 + cuDNN rows: " << fused << "; DRAM bytes within 15%: " << bytes_ok << " (median |error| "
+               << 100 * byte_err[byte_err.size() / 2] << "%); time within 25%: " << time_ok << " (median |error| "
+               << 100 * time_err[time_err.size() / 2] << "%)");
+  return {fused, bytes_ok, time_ok};
+}
+
+TEST_CASE("predictions against PyTorch SDPA kernels measured on an H200 (simulator/validation)") {
+  const Within w = sdpa_rows_within("sdpa-h200-2026-11-22.csv", "h200");
+  CHECK(w.fused == 60);
   // What the model holds today (simulator/README.md): 54 of 60 rows within 15% in bytes, 60 of 60
   // within 25% in time, against the issue's target of 90% (54) each. These bounds guard against regressions.
-  CHECK(bytes_ok >= 54);
-  CHECK(time_ok >= 60);
+  CHECK(w.bytes_ok >= 54);
+  CHECK(w.time_ok >= 60);
+}
+
+TEST_CASE("predictions against PyTorch SDPA kernels measured on an H100 (simulator/validation)") {
+  // The same sweep on an H100 SXM with the h100-sxm preset's measured rates (simulator/README.md): 51 of
+  // 60 within 15% in bytes, short of the 90% target (54) by flash's causal rows at d = 128 and 256,
+  // which read 1.16-3.48x the compulsory bytes where the model predicts 1.0x (as on the H200, more so);
+  // 60 of 60 within 25% in time. These bounds guard against regressions.
+  const Within w = sdpa_rows_within("sdpa-h100-2026-11-22.csv", "h100-sxm");
+  CHECK(w.fused == 60);
+  CHECK(w.bytes_ok >= 51);
+  CHECK(w.time_ok >= 60);
 }
 
 // flashlab's own fa2 forward rows (simulator/validation/measure_flashlab.py: the same sweep and
