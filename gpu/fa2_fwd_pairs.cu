@@ -2,7 +2,8 @@
 //
 // Why a kernel of its own. At d = 256 a warp's O accumulator for 16 rows is already 128 registers, so
 // fa2_fwd.cu's kernel (like SDPA flash's) gives each warp 16 query rows, and then every K and V fragment
-// read from shared memory feeds one MMA a 16 rows: an ldmatrix.x4 (512 bytes) per two m16n8k16. On an
+// read from shared memory feeds the MMAs of those 16 rows only: an ldmatrix.x4 (512 bytes) per two
+// m16n8k16. On an
 // H100 (simulator/validation/microbench-h100-2026-11-22.json) shared memory delivers 130 bytes a clock
 // an SM and mma.sync 2496 FLOP, so a 64 x 64 block of S and P V at d = 256 needs 2270 clocks of
 // ldmatrix against 1680 of MMA: ncu showed that kernel's shared-memory pipe 74% busy and its tensor
@@ -19,7 +20,8 @@
 //                 through shared memory (stmatrix, after the softmax; ldmatrix, after the barrier the
 //                 V buffer needs anyway), and each V fragment feeds two MMAs.
 // Per warp and K/V block: 104 ldmatrix.x4 and 4 stmatrix.x4 for 256 MMAs, against 144 ldmatrix.x4
-// (ncu, d = 256 s = 4k: 215M shared-memory load wavefronts against 303M, pipe 59% busy against 74%).
+// (ncu, d = 256 s = 4k, v2: 213M shared-memory load wavefronts against SDPA flash's 303M, pipe 60% busy
+// against 77%, tensor pipe 53% against 52%, 1609 us against 1664: bench/results/ncu-h100-2026-11-22-fwd-v8.txt).
 //
 // The rest is fa2_fwd.cu's: 4 warps, Br = Bc = 64, tile skipping and edge-only masks, exp2 with the
 // scale folded in, O written through shared memory as 16-byte row chunks. One K and one V buffer (96
