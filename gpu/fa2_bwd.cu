@@ -373,21 +373,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
       float acc_dq[kQT][kDq / 8][4];
 #pragma unroll
       for (int mt = 0; mt < kQT; ++mt) zero(acc_dq[mt]);
-      unroll<kBcKV / 16>([&](auto kk_) {
-        constexpr int kk = decltype(kk_)::value;
-        uint32_t a[kQT][4];
-        unroll<kQT>([&](auto mt_) {
-          constexpr int mt = decltype(mt_)::value;
-          ldsm_ds_t.template block<mt, kk>(a[mt], smem_addr(sm.ds));
-        });
-        unroll<kDq / 16>([&](auto n_) {
-          constexpr int n = decltype(n_)::value;
-          uint32_t bk[4];
-          ldsm_k_t.template block<n, kk>(bk, smem_addr(sm.k));
-#pragma unroll
-          for (int mt = 0; mt < kQT; ++mt) mma_16x16<T>(acc_dq[mt], n, a[mt], bk);
-        });
-      });
+      mma_acc<T, kBcKV / 16>(acc_dq, ldsm_ds_t, smem_addr(sm.ds), ldsm_k_t, smem_addr(sm.k));
       const int row_elems = p.heads_q * p.head_dim;  // the scratch's row stride
       float* dq_block = sc.dq_accum + ((s.row_base + row0) * p.heads_q + h) * p.head_dim;
 #pragma unroll

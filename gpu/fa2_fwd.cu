@@ -52,7 +52,7 @@
 //       d=256 +1-4%, d=64/128 within the +-3% noise. Full sweep on the H100, fwd and fwd+bwd
 //       (bench/results/gpu-h100-2026-11-22-fa2v7.md): d=64 1.00-1.05x SDPA flash (s >= 1024), d=128
 //       0.97-1.02x, d=256 0.91-0.99x; e.g. d=128 s=16k 352 TFLOP/s vs flash 355, cuDNN 635.
-//       Tried and not kept (same GPU): Q in registers at d=256 (FLASHLAB_FA2_FWD_SHAPE=6: 124 bytes of
+//       Tried and not kept (same GPU): Q in registers at d=256 (FLASHLAB_FA2_FWD_SHAPE=6, removed in v8's review: 124 bytes of
 //       spills, 0.79-0.84x against 0.87-0.91x), a predicate-free branch for tiles wholly in range in
 //       load_tile (0.94-0.99x of without: results/ab-h100-2026-11-22-inrange-fastpaths.csv), and the
 //       heaviest causal Q blocks launched first (no change beyond noise: ...-fwd-reverse-order.csv).
@@ -102,6 +102,12 @@
 //       is the same but for commuted FMA operands and a prologue's fused parameter loads; on the H100
 //       harness 1185/1185, memcheck/racecheck clean on 4 problems, v8 against v7 +4-9%, 1.01-1.08x
 //       flash at d=64/256 (ab-h100-2026-11-22-fwd-v8-review-shared-softmax.csv).
+//       Second review: S = Q K^T through mma.cuh's mma_acc (also the pairs kernel's and the backward's
+//       dQ loop), P~ packed by c_to_a, and the Q-in-registers experiment (shape 6) removed; every
+//       remaining kernel's PTX is unchanged (register names aside). Not kept: the two forward kernels'
+//       per-head pointers from one shared helper, which changed their prologues' PTX; on the H100 its
+//       outputs were bit-identical and the harness passed, but d=256 s=1k timed 0.96-0.97x of the kept
+//       code in one process (...-review-head-tensors.csv), so the pointer lines stay written twice.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -123,12 +129,10 @@ using namespace mma;
 
 // A kernel's tile shape. D: head dim; kWarps: warps per CTA; kMT: 16-row MMA tiles per warp (a K/V
 // fragment read from shared memory feeds kMT MMAs); kBc: keys per K/V block; kStages: K/V buffers in
-// shared memory; kQRegs: Q's A fragments loaded into registers once instead of from shared memory
-// at every K/V block.
-template <int D_, int kWarps_, int kMT_, int kBc_, int kStages_, bool kQRegs_>
+// shared memory.
+template <int D_, int kWarps_, int kMT_, int kBc_, int kStages_>
 struct Shape {
   static constexpr int D = D_, kWarps = kWarps_, kMT = kMT_, kBc = kBc_, kStages = kStages_;
-  static constexpr bool kQRegs = kQRegs_;
   static constexpr int kThreads = 32 * kWarps, kBr = 16 * kMT * kWarps;
   static constexpr int smem_elems() { return (kBr + 2 * kStages * kBc) * D; }
 };
@@ -159,7 +163,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   float* lse = p.lse + seq.row_array(h, b, p);
 
   // The K/V blocks this Q block sees, and where they need no mask.
-  const KeyBlocks blocks = key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
+  const auto blocks = key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
   const int j_begin = blocks.begin, j_end = blocks.end;
 
   // Accumulators: O (16 kMT rows x D per warp) and the running max / sum of the thread's rows.
@@ -168,8 +172,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   int lo[kMT][2], hi[kMT][2];  // the columns each of this thread's rows sees
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) acc_o[mt][n][0] = acc_o[mt][n][1] = acc_o[mt][n][2] = acc_o[mt][n][3] = 0.f;
+    zero(acc_o[mt]);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       row_max[mt][r] = -INFINITY;
@@ -180,7 +183,6 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
     }
   }
   const float c = kSoftcap ? kLog2e : p.scale * kLog2e;  // scores -> log2 units
-  uint32_t q_frag[S::kQRegs ? D / 16 : 1][kMT][4];  // Q's A fragments, when kept in registers
   // ldmatrix addresses: four lane offsets an operand, and compile-time offsets for the blocks.
   const Ldsm<D, Frag::A> ldsm_q(lane);
   const Ldsm<D, Frag::B> ldsm_k(lane);
@@ -204,40 +206,12 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
       cp_async_commit();
     }
     const uint32_t k_tile = smem_addr(sK + stage * kBc * D), v_tile = smem_addr(sV + stage * kBc * D);
-    if (S::kQRegs && j == j_begin) {  // Q is in shared memory now: keep its fragments for every block
-      unroll<D / 16>([&](auto kk_) {
-        constexpr int kk = decltype(kk_)::value;
-        unroll<kMT>([&](auto mt_) {
-          constexpr int mt = decltype(mt_)::value;
-          ldsm_q.template block<mt, kk>(q_frag[kk][mt], q_warp);
-        });
-      });
-    }
 
     // S = Q_i K_j^T for this warp's rows: kMT x kBc / 8 accumulator tiles of 16 x 8.
     float acc_s[kMT][kBc / 8][4];
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int n = 0; n < kBc / 8; ++n) acc_s[mt][n][0] = acc_s[mt][n][1] = acc_s[mt][n][2] = acc_s[mt][n][3] = 0.f;
-    unroll<D / 16>([&](auto kk_) {
-      constexpr int kk = decltype(kk_)::value;
-      uint32_t a_smem[kMT][4];
-      if constexpr (!S::kQRegs) {
-        unroll<kMT>([&](auto mt_) {
-          constexpr int mt = decltype(mt_)::value;
-          ldsm_q.template block<mt, kk>(a_smem[mt], q_warp);
-        });
-      }
-      auto& a = S::kQRegs ? q_frag[kk] : a_smem;
-      unroll<kBc / 16>([&](auto n_) {  // two 8-key tiles per ldmatrix.x4, each reused by kMT MMAs
-        constexpr int n = decltype(n_)::value;
-        uint32_t bk[4];
-        ldsm_k.template block<n, kk>(bk, k_tile);
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) mma_16x16<T>(acc_s[mt], n, a[mt], bk);
-      });
-    });
+    for (int mt = 0; mt < kMT; ++mt) zero(acc_s[mt]);
+    mma_acc<T, D / 16>(acc_s, ldsm_q, q_warp, ldsm_k, k_tile);  // each K fragment feeds kMT MMAs
 
     // Softcap if on (scores then in natural units); the mask only on tiles that cross its edge. Both
     // branches are uniform and outside the element loops, so the loops stay straight-line code.
@@ -245,7 +219,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) softmax::softcap(acc_s[mt], p.softcap, p.scale / p.softcap);
     }
-    if (blocks.needs_mask(j, kBc)) {
+    if (blocks.needs_mask(j)) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) softmax::mask(acc_s[mt], j * kBc, qcol, lo[mt], hi[mt]);
     }
@@ -274,10 +248,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
       uint32_t a[kMT][4];
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
-        a[mt][0] = pack2<T>(acc_s[mt][2 * kk][0], acc_s[mt][2 * kk][1]);
-        a[mt][1] = pack2<T>(acc_s[mt][2 * kk][2], acc_s[mt][2 * kk][3]);
-        a[mt][2] = pack2<T>(acc_s[mt][2 * kk + 1][0], acc_s[mt][2 * kk + 1][1]);
-        a[mt][3] = pack2<T>(acc_s[mt][2 * kk + 1][2], acc_s[mt][2 * kk + 1][3]);
+        c_to_a<T>(a[mt], acc_s[mt][2 * kk], acc_s[mt][2 * kk + 1]);
       }
       unroll<D / 16>([&](auto n_) {
         constexpr int n = decltype(n_)::value;
@@ -344,8 +315,8 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
 //     one 16-row tile per warp (its O accumulator alone is 128 registers) and one K/V stage, kept for
 //     A/B runs as FLASHLAB_FA2_FWD_SHAPE=7.
 template <int D>
-using Default = std::conditional_t<D == 64, Shape<64, 4, 2, 128, 2, false>,
-                                   std::conditional_t<D <= 128, Shape<D, 4, 2, 64, 2, false>, Shape<D, 4, 1, 64, 1, false>>>;
+using Default = std::conditional_t<D == 64, Shape<64, 4, 2, 128, 2>,
+                                   std::conditional_t<D <= 128, Shape<D, 4, 2, 64, 2>, Shape<D, 4, 1, 64, 1>>>;
 
 template <class S, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
@@ -368,21 +339,20 @@ bool launch_experiment(const AttentionParams& p, cudaStream_t stream) {
   using T = __nv_bfloat16;
   if constexpr (D <= 128) {
     switch (which) {
-      case 1: launch<Shape<D, 4, 1, 64, 2, false>, T>(p, stream); return true;  // v3: Br = 64
-      case 2: launch<Shape<D, 8, 1, 64, 2, false>, T>(p, stream); return true;  // Br = 128, eight warps
-      case 3: launch<Shape<D, 4, 2, 32, 2, false>, T>(p, stream); return true;  // Bc = 32
-      case 4: launch<Shape<D, 4, 2, 128, 2, false>, T>(p, stream); return true;  // Bc = 128 (v8's d = 64)
-      case 5: launch<Shape<D, 4, 2, 64, 2, false>, T>(p, stream); return true;   // Bc = 64 (v7's d = 64)
+      case 1: launch<Shape<D, 4, 1, 64, 2>, T>(p, stream); return true;  // v3: Br = 64
+      case 2: launch<Shape<D, 8, 1, 64, 2>, T>(p, stream); return true;  // Br = 128, eight warps
+      case 3: launch<Shape<D, 4, 2, 32, 2>, T>(p, stream); return true;  // Bc = 32
+      case 4: launch<Shape<D, 4, 2, 128, 2>, T>(p, stream); return true;  // Bc = 128 (v8's d = 64)
+      case 5: launch<Shape<D, 4, 2, 64, 2>, T>(p, stream); return true;   // Bc = 64 (v7's d = 64)
     }
   } else {
     switch (which) {
-      case 1: launch<Shape<D, 4, 1, 64, 2, false>, T>(p, stream); return true;  // two K/V stages (160 KiB)
-      case 2: launch<Shape<D, 4, 1, 32, 2, false>, T>(p, stream); return true;  // Bc = 32, two stages
-      case 3: launch<Shape<D, 4, 1, 32, 1, false>, T>(p, stream); return true;  // Bc = 32, one stage
-      case 4: launch<Shape<D, 8, 1, 64, 1, false>, T>(p, stream); return true;  // Br = 128, eight warps
-      case 5: launch<Shape<D, 8, 1, 64, 2, false>, T>(p, stream); return true;  // ... two stages (192 KiB)
-      case 6: launch<Shape<D, 4, 1, 64, 1, true>, T>(p, stream); return true;   // Q in registers (spills)
-      case 7: launch<Default<D>, T>(p, stream); return true;                     // v7: 16 rows a warp
+      case 1: launch<Shape<D, 4, 1, 64, 2>, T>(p, stream); return true;  // two K/V stages (160 KiB)
+      case 2: launch<Shape<D, 4, 1, 32, 2>, T>(p, stream); return true;  // Bc = 32, two stages
+      case 3: launch<Shape<D, 4, 1, 32, 1>, T>(p, stream); return true;  // Bc = 32, one stage
+      case 4: launch<Shape<D, 8, 1, 64, 1>, T>(p, stream); return true;  // Br = 128, eight warps
+      case 5: launch<Shape<D, 8, 1, 64, 2>, T>(p, stream); return true;  // ... two stages (192 KiB)
+      case 7: launch<Default<D>, T>(p, stream); return true;             // v7: 16 rows a warp
     }
   }
   return false;

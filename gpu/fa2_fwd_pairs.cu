@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kThreads, 2) fa2_forward_pairs_kernel(const At
   float* lse = p.lse + seq.row_array(h, b, p);
 
   // The K/V blocks this Q block sees, and where they need no mask.
-  const KeyBlocks blocks = key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
+  const auto blocks = key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
   const int j_begin = blocks.begin, j_end = blocks.end;
 
   // This warp's rows within the block: pair_row0 + 16 mt + qrow + 8 r.
@@ -152,27 +152,13 @@ __global__ void __launch_bounds__(kThreads, 2) fa2_forward_pairs_kernel(const At
     float acc_s[kMT][kHalfKeys / 8][4];
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) zero(acc_s[mt]);
-    unroll<D / 16>([&](auto kk_) {
-      constexpr int kk = decltype(kk_)::value;
-      uint32_t a[kMT][4];
-      unroll<kMT>([&](auto mt_) {
-        constexpr int mt = decltype(mt_)::value;
-        ldsm_q.template block<mt, kk>(a[mt], q_pair);
-      });
-      unroll<kHalfKeys / 16>([&](auto n_) {
-        constexpr int n = decltype(n_)::value;
-        uint32_t bk[4];
-        ldsm_k.template block<n, kk>(bk, k_half);
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) mma_16x16<T>(acc_s[mt], n, a[mt], bk);
-      });
-    });
+    mma_acc<T, D / 16>(acc_s, ldsm_q, q_pair, ldsm_k, k_half);
 
     if constexpr (kSoftcap) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) softmax::softcap(acc_s[mt], p.softcap, p.scale / p.softcap);
     }
-    if (blocks.needs_mask(j, kBc)) {
+    if (blocks.needs_mask(j)) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) softmax::mask(acc_s[mt], j * kBc + half * kHalfKeys, qcol, lo[mt], hi[mt]);
     }
@@ -235,21 +221,7 @@ __global__ void __launch_bounds__(kThreads, 2) fa2_forward_pairs_kernel(const At
         for (int mt = 0; mt < kMT; ++mt) mma_16x16<T>(acc_o[mt], n, p_frag[mt][kk], bv);
       });
     });
-    unroll<kHalfKeys / 16>([&](auto kk_) {
-      constexpr int kk = decltype(kk_)::value;
-      uint32_t a[kMT][4];
-      unroll<kMT>([&](auto mt_) {
-        constexpr int mt = decltype(mt_)::value;
-        ldsm_p.template block<mt, kk>(a[mt], p_other);
-      });
-      unroll<kHalfCols / 16>([&](auto n_) {
-        constexpr int n = decltype(n_)::value;
-        uint32_t bv[4];
-        ldsm_v.template block<n, kk>(bv, v_other);
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt) mma_16x16<T>(acc_o[mt], n, a[mt], bv);
-      });
-    });
+    mma_acc<T, kHalfKeys / 16>(acc_o, ldsm_p, p_other, ldsm_v, v_other);
   }
 
   // The row sums of the two halves add (both rescaled by the same alphas); then O_i / l_i and LSE_i.

@@ -196,6 +196,29 @@ __device__ __forceinline__ void mma_16x16(float (&c)[N][4], int n, const uint32_
   mma_16816<T>(c[2 * n + 1], a, b[2], b[3]);
 }
 
+// acc += A B over kSteps 16-deep steps: kTiles 16-row tiles of A (its blocks 0 .. kTiles - 1 along M)
+// and 8 kN8 columns of B, both read through Ldsm from shared addresses a and b. Each B fragment feeds
+// kTiles MMAs. The forward's S = Q K^T and the backward's dQ = dS K are this shape.
+template <typename T, int kSteps, int kTiles, int kN8, class LA, class LB>
+__device__ __forceinline__ void mma_acc(float (&acc)[kTiles][kN8][4], const LA& la, uint32_t a, const LB& lb,
+                                        uint32_t b) {
+  unroll<kSteps>([&](auto k_) {
+    constexpr int k = decltype(k_)::value;
+    uint32_t x[kTiles][4];
+    unroll<kTiles>([&](auto m_) {
+      constexpr int m = decltype(m_)::value;
+      la.template block<m, k>(x[m], a);
+    });
+    unroll<kN8 / 2>([&](auto n_) {
+      constexpr int n = decltype(n_)::value;
+      uint32_t y[4];
+      lb.template block<n, k>(y, b);
+#pragma unroll
+      for (int m = 0; m < kTiles; ++m) mma_16x16<T>(acc[m], n, x[m], y);
+    });
+  });
+}
+
 // Two products side by side, acc1 += A1 B1 and acc2 += A2 B2, over kSteps 16-deep steps: kTiles 16-row
 // tiles of A (its blocks 0 .. kTiles - 1 along M) and 8 kN8 columns of B, all four operands read through
 // Ldsm from shared addresses a1, a2, b1, b2. Each B fragment feeds kTiles MMAs. The backward's S^T and

@@ -64,12 +64,13 @@ __host__ __device__ inline RowRange rows_seeing(int k_lo, int k_hi, int sq, int 
 // [row0, row0 + kBr) (row0 < sq) see any key of, and the keys [full_lo, full_hi) every one of those
 // rows sees, where a block needs no mask. The mask band is monotone in the row, so the first and last
 // rows decide both.
+template <int kBc>
 struct KeyBlocks {
   int begin, end, full_lo, full_hi;
-  __device__ bool needs_mask(int j, int kBc) const { return !(j * kBc >= full_lo && (j + 1) * kBc <= full_hi); }
+  __device__ bool needs_mask(int j) const { return !(j * kBc >= full_lo && (j + 1) * kBc <= full_hi); }
 };
 template <int kBr, int kBc>
-__device__ inline KeyBlocks key_blocks(int row0, int sq, int sk, int left, int right) {
+__device__ inline KeyBlocks<kBc> key_blocks(int row0, int sq, int sk, int left, int right) {
   const int last_row = min(row0 + kBr, sq) - 1;
   const int c_lo = col_begin(row0, sq, sk, left), c_hi = col_end(last_row, sq, sk, right);
   const int begin = c_lo / kBc, end = c_hi > c_lo ? (c_hi + kBc - 1) / kBc : begin;

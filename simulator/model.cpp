@@ -78,7 +78,7 @@ Shape fused_shape(const Problem& p, const GpuSpec& g, Algo algo, bool backward, 
       // FlashAttention-2's kernel traits: forward 128 x 128 (d <= 64) or 128 x 64, 4 warps (8 for d > 128);
       // backward 64 x 128 (d <= 128) or 64 x 64, 8 warps.
       s.tiling = backward ? Tiling{64, d <= 128 ? 128 : 64} : Tiling{128, d <= 64 ? 128 : 64};
-      s.threads = backward || d > 128 ? 256 : 128;
+      s.threads = 256;  // the backward's 8 warps; the forward's follow Br (below)
       s.path = g.mma_sync_fraction;
       s.ldmatrix_operands = !backward;
       break;
