@@ -78,7 +78,7 @@ void add_estimate(CLI::App& app) {
   cmd->add_flag("--list-gpus", opts->list, "list the GPU presets and exit");
   cmd->add_option("--plot", opts->plot, "also write an SVG: the roofline with a point per algorithm and the "
                                         "speedup-vs-seqlen curve");
-  cmd->callback([opts] {
+  cmd->callback([opts, cmd] {
     if (opts->list) {
       for (const auto& name : sim::list_presets()) {
         const sim::GpuSpec g = sim::load_gpu(name);
@@ -90,6 +90,9 @@ void add_estimate(CLI::App& app) {
                                                     : sim::load_gpu(opts->gpu_file, true, opts->overrides);
     const auto algos = sim::parse_algos(opts->algo);
     const Pass pass = opts->flags.parsed_pass();
+    for (const auto& [flag, rows] : {std::pair{"--block-m", opts->block_m}, std::pair{"--block-n", opts->block_n}})
+      if (cmd->count(flag) && rows <= 0)
+        throw Error(std::string(flag) + ": " + std::to_string(rows) + " is not a positive tile size");
     sim::Options options;
     options.block_m = opts->block_m;
     options.block_n = opts->block_n;

@@ -84,6 +84,7 @@ refused "unknown GPU" "unknown GPU 'b200'" -- estimate --gpu b200
 refused "bad preset override" "no field 'l3_bytes'" -- estimate --set l3_bytes=1
 refused "bad sweep" "must be A:B:xK" -- estimate --seqlen 512:1024
 refused "tiles that do not fit in shared memory" "shared memory" -- estimate --algo fa2 --block-m 1024 --block-n 1024 --hdim 256
+refused "a tile height that is not positive" "block-m" -- estimate --algo fa2 --block-m -5
 printf '{"name": "x"' > "$work/bad_gpu.json"
 refused "malformed GPU file" "not valid JSON" -- estimate --gpu-file "$work/bad_gpu.json"
 
