@@ -52,8 +52,8 @@
 //       d=256 +1-4%, d=64/128 within the +-3% noise. Full sweep on the H100, fwd and fwd+bwd
 //       (bench/results/gpu-h100-2026-11-22-fa2v7.md): d=64 1.00-1.05x SDPA flash (s >= 1024), d=128
 //       0.97-1.02x, d=256 0.91-0.99x; e.g. d=128 s=16k 352 TFLOP/s vs flash 355, cuDNN 635.
-//       Tried and not kept (same GPU): Q in registers at d=256 (FLASHLAB_FA2_FWD_SHAPE=6, removed in v8's review: 124 bytes of
-//       spills, 0.79-0.84x against 0.87-0.91x), a predicate-free branch for tiles wholly in range in
+//       Tried and not kept (same GPU): Q in registers at d=256 (FLASHLAB_FA2_FWD_SHAPE=6, since removed:
+//       124 bytes of spills, 0.79-0.84x against 0.87-0.91x), a predicate-free branch for tiles wholly in range in
 //       load_tile (0.94-0.99x of without: results/ab-h100-2026-11-22-inrange-fastpaths.csv), and the
 //       heaviest causal Q blocks launched first (no change beyond noise: ...-fwd-reverse-order.csv).
 //   v7  Fewer instructions a K/V block, found by setting ncu's SASS-level counts (source view) beside SDPA
