@@ -69,7 +69,7 @@ void add_estimate(CLI::App& app) {
   cmd->add_option("--gpu", opts->gpu, "preset name (see --list-gpus)")->capture_default_str();
   cmd->add_option("--gpu-file", opts->gpu_file, "a GPU description of your own (JSON, the presets' schema)");
   cmd->add_option("--set", opts->overrides, "override a preset field: field=value (e.g. l2_bytes=4e7)");
-  cmd->add_option("--algo", opts->algo, "standard | fa1 | fa2 | fa3 | all")->capture_default_str();
+  cmd->add_option("--algo", opts->algo, "standard | math | fa1 | fa2 | fa3 | all (all: standard, fa1, fa2 and, where the GPU has wgmma, fa3)")->capture_default_str();
   cmd->add_option("--block-m", opts->block_m, "Br of the forward kernel (default: the algorithm's)");
   cmd->add_option("--block-n", opts->block_n, "Bc of the forward kernel (default: the algorithm's)");
   cmd->add_option("--format", opts->format, "table | json | csv")->capture_default_str()->check(
@@ -88,7 +88,8 @@ void add_estimate(CLI::App& app) {
     }
     const sim::GpuSpec gpu = opts->gpu_file.empty() ? sim::load_gpu(opts->gpu, false, opts->overrides)
                                                     : sim::load_gpu(opts->gpu_file, true, opts->overrides);
-    const auto algos = sim::parse_algos(opts->algo);
+    std::string note;  // why `all` left an algorithm out
+    const auto algos = sim::parse_algos(opts->algo, &gpu, &note);
     const Pass pass = opts->flags.parsed_pass();
     for (const auto& [flag, rows] : {std::pair{"--block-m", opts->block_m}, std::pair{"--block-n", opts->block_n}})
       if (cmd->count(flag) && rows <= 0)
@@ -127,6 +128,7 @@ void add_estimate(CLI::App& app) {
       std::cout << gpu.display_name << ": " << first.problem().describe() << (seqlens.size() > 1 ? " (first point)" : "")
                 << ", pass " << to_string(pass) << "\n"
                 << sim::to_table(all);
+      if (!note.empty()) std::cout << "note: " << note << "\n";
       std::printf("(%zu estimates in %.2f ms of CPU)\n", all.size(), ms);
     }
   });

@@ -13,19 +13,24 @@ namespace {
 
 using nlohmann::json;
 
-// The value at a dotted path, which must be a {"value": number, "source": text} object.
-double number(const json& j, const std::string& path, const std::string& file) {
-  const json* at = &j;
-  size_t start = 0;
-  while (true) {
+// The object at a dotted path such as tensor_flops_per_s.bf16, or nullptr when a step is missing.
+template <typename Json>
+Json* walk(Json& j, const std::string& path) {
+  Json* at = &j;
+  for (size_t start = 0;;) {
     const size_t dot = path.find('.', start);
     const std::string key = path.substr(start, dot - start);
-    if (!at->is_object() || !at->contains(key))
-      throw Error("GPU preset '" + file + "': missing field '" + path + "'");
+    if (!at->is_object() || !at->contains(key)) return nullptr;
     at = &(*at)[key];
-    if (dot == std::string::npos) break;
+    if (dot == std::string::npos) return at;
     start = dot + 1;
   }
+}
+
+// The value at a dotted path, which must be a {"value": number, "source": text} object.
+double number(const json& j, const std::string& path, const std::string& file) {
+  const json* at = walk(j, path);
+  if (!at) throw Error("GPU preset '" + file + "': missing field '" + path + "'");
   if (!at->is_object() || !at->contains("value") || !(*at)["value"].is_number())
     throw Error("GPU preset '" + file + "': field '" + path + "' must be {\"value\": number, \"source\": text}");
   if (!at->contains("source") || !(*at)["source"].is_string() || (*at)["source"].get<std::string>().empty())
@@ -54,16 +59,8 @@ void apply_override(json& j, const std::string& assignment) {
   } catch (const std::exception&) {
     throw Error("--set " + path + ": '" + raw + "' is not a number");
   }
-  json* at = &j;
-  size_t start = 0;
-  while (true) {
-    const size_t dot = path.find('.', start);
-    const std::string key = path.substr(start, dot - start);
-    if (!at->is_object() || !at->contains(key)) throw Error("--set: the preset has no field '" + path + "'");
-    at = &(*at)[key];
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
+  json* at = walk(j, path);
+  if (!at) throw Error("--set: the preset has no field '" + path + "'");
   if (!at->is_object() || !at->contains("value")) throw Error("--set: '" + path + "' is not a numeric field");
   (*at)["value"] = value;
   (*at)["source"] = "override: --set " + assignment;
@@ -84,6 +81,8 @@ GpuSpec parse(const json& j, const std::string& file) {
   g.max_threads_per_sm = number(j, "max_threads_per_sm", file);
   g.max_blocks_per_sm = number(j, "max_blocks_per_sm", file);
   g.l2_bytes = number(j, "l2_bytes", file);
+  g.l2_partitions = number(j, "l2_partitions", file);
+  g.max_registers_per_thread = number(j, "max_registers_per_thread", file);
   g.l2_bandwidth = number(j, "l2_bandwidth_bytes_per_s", file);
   g.smem_bandwidth = number(j, "smem_bandwidth_bytes_per_s", file);
   g.hbm_bytes = number(j, "hbm_bytes", file);
@@ -100,15 +99,20 @@ GpuSpec parse(const json& j, const std::string& file) {
   g.kernel_launch_s = number(j, "kernel_launch_s", file);
   // Optional: measured on few GPUs (simulator/validation/microbench.cu); without it no per-CTA latency.
   if (j.contains("dram_latency_s")) g.dram_latency_s = number(j, "dram_latency_s", file);
+  // Optional: a measured read + write copy rate; without it elementwise kernels use the read fraction.
+  g.hbm_copy_fraction = j.contains("hbm_copy_fraction") ? number(j, "hbm_copy_fraction", file) : g.hbm_achievable_fraction;
   for (auto [v, name] : {std::pair{g.sm_count, "sm_count"}, {g.clock_ghz, "clock_ghz"}, {g.l2_bytes, "l2_bytes"},
                          {g.hbm_bandwidth, "hbm_bandwidth_bytes_per_s"}, {g.fp32_flops, "fp32_flops_per_s"},
                          {g.exp_per_s, "exp_per_s"}, {g.smem_per_block_bytes, "smem_per_block_bytes"},
-                         {g.l2_bandwidth, "l2_bandwidth_bytes_per_s"},
+                         {g.l2_bandwidth, "l2_bandwidth_bytes_per_s"}, {g.l2_partitions, "l2_partitions"},
+                         {g.max_registers_per_thread, "max_registers_per_thread"},
                          {g.smem_bandwidth, "smem_bandwidth_bytes_per_s"}}) {
     if (v <= 0) throw Error("GPU preset '" + file + "': field '" + name + "' must be positive");
   }
   if (g.hbm_achievable_fraction > 1 || g.hbm_achievable_fraction <= 0)
     throw Error("GPU preset '" + file + "': hbm_achievable_fraction must be in (0, 1]");
+  if (g.hbm_copy_fraction > 1 || g.hbm_copy_fraction <= 0)
+    throw Error("GPU preset '" + file + "': hbm_copy_fraction must be in (0, 1]");
   return g;
 }
 

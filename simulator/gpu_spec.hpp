@@ -18,7 +18,9 @@ struct GpuSpec {
   double smem_per_sm_bytes = 0, smem_per_block_bytes = 0;
   double sram_per_sm_bytes = 0;                            // L1 + shared: the FlashAttention paper's M
   double registers_per_sm = 0, max_threads_per_sm = 0, max_blocks_per_sm = 0;
+  double max_registers_per_thread = 0;                     // what a kernel compiled for one CTA per SM may use
   double l2_bytes = 0, l2_bandwidth = 0;                   // bytes, bytes/s
+  double l2_partitions = 1;                                // a line every SM reads is held once per partition
   double smem_bandwidth = 0;                               // shared-memory reads, all SMs, bytes/s
   double hbm_bytes = 0, hbm_bandwidth = 0, hbm_achievable_fraction = 0;
   double tensor_fp16 = 0, tensor_bf16 = 0, tensor_fp32 = 0, tensor_fp8 = 0;  // dense FLOP/s
@@ -27,7 +29,11 @@ struct GpuSpec {
   double dram_latency_s = 0;                              // optional: 0 when the preset has none
 
   double tensor_peak(DType dtype) const;                  // FLOP/s for this storage dtype
+  double hbm_copy_fraction = 0;                           // read + write streams (elementwise kernels)
   double hbm_effective() const { return hbm_bandwidth * hbm_achievable_fraction; }
+  double hbm_copy_effective() const { return hbm_bandwidth * hbm_copy_fraction; }
+  // The L2 capacity data read by every SM can fill: each partition keeps its own copy of such a line.
+  double l2_shared_bytes() const { return l2_bytes / l2_partitions; }
   // FP32 lane instructions per second: the FLOP/s figure counts an FMA as two.
   double fp32_ops_per_s() const { return fp32_flops / 2; }
 };

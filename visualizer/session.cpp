@@ -111,7 +111,7 @@ Session::Session(Settings s) : settings_(std::move(s)), problem_(settings_.probl
   // the speedup of each over standard attention against sequence length.
   const auto t0 = std::chrono::steady_clock::now();
   const Pass pass = tiled::is_backward(order) ? Pass::bwd : Pass::fwd;
-  const std::vector<sim::Algo> algos{sim::Algo::standard, sim::Algo::fa1, sim::Algo::fa2, sim::Algo::fa3};
+  const std::vector<sim::Algo> algos = sim::parse_algos("all", &gpu_);  // fa3 only where the GPU has wgmma
   Problem model = problem_;
   model.batch = settings_.model_batch;
   model.heads_q = model.heads_kv = settings_.model_heads;
@@ -121,7 +121,7 @@ Session::Session(Settings s) : settings_(std::move(s)), problem_(settings_.probl
     Problem q = model;
     q.seqlen_q = q.seqlen_k = n;
     const auto e = sim::estimate_all(q, gpu_, algos, pass);
-    curve_.push_back({n, e[1].speedup_vs_standard, e[2].speedup_vs_standard, e[3].speedup_vs_standard});
+    curve_.push_back({n, e[1].speedup_vs_standard, e[2].speedup_vs_standard, e.size() > 3 ? e[3].speedup_vs_standard : 0.0});
   }
   estimate_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -1,0 +1,318 @@
+#include "grids.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace flashlab::sim {
+namespace {
+
+using tiled::Schedule;
+using tiled::TileKind;
+
+// One line of tiles (a Q block's K/V blocks, or a K/V block's Q blocks): the visible range
+// [b0, b1) and, inside it, the full tiles [f0, f1); the mask's partial tiles sit at the two ends.
+struct Band {
+  int64_t b0 = 0, b1 = 0, f0 = 0, f1 = 0;
+};
+
+// Rows of Q blocks [x0, x1) or of K/V blocks [x0, x1).
+int64_t q_span(const Schedule& s, int64_t x0, int64_t x1) {
+  return x1 <= x0 ? 0 : std::min(x1 * s.tiling().Br, s.seqlen_q()) - x0 * s.tiling().Br;
+}
+int64_t kv_span(const Schedule& s, int64_t x0, int64_t x1) {
+  return x1 <= x0 ? 0 : std::min(x1 * s.tiling().Bc, s.seqlen_k()) - x0 * s.tiling().Bc;
+}
+
+// The bands of every Q block (over K/V blocks) and of every K/V block (over Q blocks).
+struct Bands {
+  std::vector<Band> of_q, of_kv;
+  explicit Bands(const Schedule& s) {
+    for (int64_t i = 0; i < s.Tr(); ++i) {
+      Band b{s.kv_begin(i), s.kv_end(i), s.kv_begin(i), s.kv_end(i)};
+      while (b.f0 < b.f1 && s.classify(i, b.f0) == TileKind::partial) ++b.f0;
+      while (b.f1 > b.f0 && s.classify(i, b.f1 - 1) == TileKind::partial) --b.f1;
+      of_q.push_back(b);
+    }
+    for (int64_t j = 0; j < s.Tc(); ++j) {
+      Band b{s.q_begin(j), s.q_end(j), s.q_begin(j), s.q_end(j)};
+      while (b.f0 < b.f1 && s.classify(b.f0, j) == TileKind::partial) ++b.f0;
+      while (b.f1 > b.f0 && s.classify(b.f1 - 1, j) == TileKind::partial) --b.f1;
+      of_kv.push_back(b);
+    }
+  }
+};
+
+// Elements of one line's tiles among blocks [x0, x1) along the band: (all, in partial tiles).
+// `rows` is the line's own extent, `span` the extent of blocks along the band.
+template <typename Span>
+std::pair<double, double> line_elements(const Band& b, int64_t x0, int64_t x1, int64_t rows, Span span) {
+  const int64_t a0 = std::max(x0, b.b0), a1 = std::min(x1, b.b1);
+  if (a1 <= a0) return {0, 0};
+  const double all = double(rows) * double(span(a0, a1));
+  const double partial = double(rows) * double(span(a0, std::min(a1, b.f0)) + span(std::max(a0, b.f1), a1));
+  return {all, partial};
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The chunk size G: tiles / G^axes stays under kMaxSegments.
+int64_t chunk_for(double tiles, int axes) {
+  if (tiles <= double(kMaxSegments)) return 1;
+  return static_cast<int64_t>(std::ceil(std::pow(tiles / double(kMaxSegments), 1.0 / axes)));
+}
+
+// What every grid shares: the problem, its schedules and their bands, the element costs.
+struct Base {
+  const Problem& p;
+  const std::vector<Schedule>& sch;
+  std::vector<Bands> bands;
+  ElementTime t;
+  double e;
+  int64_t Tr_max = 0, Tc_max = 0;
+  Base(const Problem& problem, const std::vector<Schedule>& schedules, ElementTime time)
+      : p(problem), sch(schedules), t(time), e(bytes_per_element(problem.dtype)) {
+    for (const auto& s : sch) {
+      bands.emplace_back(s);
+      Tr_max = std::max(Tr_max, s.Tr());
+      Tc_max = std::max(Tc_max, s.Tc());
+    }
+  }
+  const Schedule& at(int64_t b) const { return sch.size() == 1 ? sch[0] : sch[b]; }
+  const Bands& bands_at(int64_t b) const { return sch.size() == 1 ? bands[0] : bands[b]; }
+  int64_t kv_head(int64_t h) const { return h / p.group(); }
+  void charge(Segment& out, std::pair<double, double> el) const {
+    out.elements = el.first;
+    out.partial_elements = el.second;
+    out.seconds = el.first * t.full + el.second * (t.partial - t.full);
+  }
+  double tiles() const {
+    double n = 0;
+    for (int64_t b = 0; b < p.batch; ++b) n += double(at(b).Tr()) * double(at(b).Tc());
+    return n * double(p.heads_q);
+  }
+};
+
+struct Tile {
+  int32_t b, h, x;  // batch entry, query head, block (Q block forward, K/V block backward)
+};
+
+// ---- forward: one CTA (tile) per Q block --------------------------------------------------------
+class ForwardGrid final : public CtaGrid {
+ public:
+  ForwardGrid(const Problem& p, const std::vector<Schedule>& s, ElementTime t, TileOrder order, double section)
+      : base_(p, s, t) {
+    G_ = chunk_for(base_.tiles(), 1);
+    chunks_ = ceil_div(base_.Tc_max, G_);
+    const int64_t H = p.heads_q, B = p.batch;
+    kv_keys_ = uint32_t(B * p.heads_kv * chunks_);
+    q_keys_ = uint32_t(B * H * base_.Tr_max);
+    if (order == TileOrder::fa2) {
+      // FA2's grid is (Q block, batch, head): blockIdx.x fastest.
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t i = 0; i < base_.at(b).Tr(); ++i) tiles_.push_back({int32_t(b), int32_t(h), int32_t(i)});
+    } else {
+      // FA3's scheduler (hopper/tile_scheduler.hpp): (batch, head) pairs in sections of as many heads as
+      // fit their K and V in `section` bytes (a power of two); within a section, Q blocks outer (the
+      // last, longest first under a causal mask), the section's heads inner.
+      const double kv_head_bytes = double(base_.at(0).seqlen_k()) * double(p.head_dim + p.dv()) * base_.e;
+      const int64_t fit = std::max<int64_t>(1, int64_t(section / std::max(1.0, kv_head_bytes)));
+      const int64_t per = int64_t(std::bit_floor(uint64_t(fit)));
+      const int64_t pairs = B * H;
+      for (int64_t s0 = 0; s0 < pairs; s0 += per) {
+        const int64_t n = std::min(per, pairs - s0);
+        for (int64_t m = 0; m < base_.Tr_max; ++m)
+          for (int64_t k = 0; k < n; ++k) {
+            const int64_t hh = s0 + k, b = hh / H, h = hh % H;
+            const int64_t Tr = base_.at(b).Tr();
+            const int64_t i = p.causal ? Tr - 1 - m : m;
+            if (i >= 0 && i < Tr) tiles_.push_back({int32_t(b), int32_t(h), int32_t(i)});
+          }
+      }
+    }
+  }
+  int64_t ctas() const override { return int64_t(tiles_.size()); }
+  uint32_t keys() const override { return kv_keys_ + 2 * q_keys_; }
+  int64_t head(int64_t c) const override { return int64_t(tiles_[c].b) * base_.p.heads_q + tiles_[c].h; }
+  int64_t segments(int64_t c) const override {
+    const Band& band = base_.bands_at(tiles_[c].b).of_q[tiles_[c].x];
+    return band.b1 <= band.b0 ? 1 : (band.b1 - 1) / G_ - band.b0 / G_ + 1;
+  }
+  void segment(int64_t c, int64_t k, Segment& out) const override {
+    const Tile& tl = tiles_[c];
+    const Schedule& s = base_.at(tl.b);
+    const Band& band = base_.bands_at(tl.b).of_q[tl.x];
+    const int64_t rows = s.q_rows(tl.x), d = base_.p.head_dim, dv = base_.p.dv();
+    const uint32_t q_key = kv_keys_ + uint32_t((int64_t(tl.b) * base_.p.heads_q + tl.h) * base_.Tr_max + tl.x);
+    if (k == 0) out.accesses.push_back({q_key, double(rows * d) * base_.e, AccessKind::load});
+    if (band.b1 > band.b0) {
+      const int64_t c0 = band.b0 / G_ + k, x0 = std::max(c0 * G_, band.b0), x1 = std::min((c0 + 1) * G_, band.b1);
+      const uint32_t kv_key = uint32_t((int64_t(tl.b) * base_.p.heads_kv + base_.kv_head(tl.h)) * chunks_ + c0);
+      out.accesses.push_back({kv_key, double(kv_span(s, x0, x1) * (d + dv)) * base_.e, AccessKind::load});
+      base_.charge(out, line_elements(band, x0, x1, rows, [&](int64_t a, int64_t b) { return kv_span(s, a, b); }));
+    }
+    if (k + 1 == segments(c))  // O_i and its LSE
+      out.accesses.push_back({q_key + q_keys_, double(rows * dv) * base_.e + 4.0 * double(rows), AccessKind::store});
+  }
+
+ private:
+  Base base_;
+  std::vector<Tile> tiles_;
+  int64_t G_ = 1, chunks_ = 1;
+  uint32_t kv_keys_ = 0, q_keys_ = 0;
+};
+
+// ---- backward: one CTA per K/V block ------------------------------------------------------------
+class BackwardGrid final : public CtaGrid {
+ public:
+  BackwardGrid(const Problem& p, const std::vector<Schedule>& s, ElementTime t) : base_(p, s, t) {
+    G_ = chunk_for(base_.tiles(), 1);
+    chunks_ = ceil_div(base_.Tr_max, G_);
+    q_keys_ = uint32_t(p.batch * p.heads_q * chunks_);
+    kv_keys_ = uint32_t(p.batch * p.heads_q * base_.Tc_max);
+    // FA2's backward grid is (K/V block, batch, head): blockIdx.x fastest.
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      for (int64_t b = 0; b < p.batch; ++b)
+        for (int64_t j = 0; j < base_.at(b).Tc(); ++j) tiles_.push_back({int32_t(b), int32_t(h), int32_t(j)});
+  }
+  int64_t ctas() const override { return int64_t(tiles_.size()); }
+  uint32_t keys() const override { return 2 * q_keys_ + 2 * kv_keys_; }
+  int64_t head(int64_t c) const override { return int64_t(tiles_[c].b) * base_.p.heads_q + tiles_[c].h; }
+  int64_t segments(int64_t c) const override {
+    const Band& band = base_.bands_at(tiles_[c].b).of_kv[tiles_[c].x];
+    return band.b1 <= band.b0 ? 1 : (band.b1 - 1) / G_ - band.b0 / G_ + 1;
+  }
+  void segment(int64_t c, int64_t k, Segment& out) const override {
+    const Tile& tl = tiles_[c];
+    const Schedule& s = base_.at(tl.b);
+    const Band& band = base_.bands_at(tl.b).of_kv[tl.x];
+    const int64_t cols = s.kv_rows(tl.x), d = base_.p.head_dim, dv = base_.p.dv();
+    const int64_t bh = int64_t(tl.b) * base_.p.heads_q + tl.h;
+    const uint32_t kv_out = 2 * q_keys_ + kv_keys_ + uint32_t(bh * base_.Tc_max + tl.x);
+    const uint32_t kv_shared = 2 * q_keys_ + uint32_t((int64_t(tl.b) * base_.p.heads_q +
+                                                      base_.kv_head(tl.h) * base_.p.group()) * base_.Tc_max + tl.x);
+    if (k == 0) out.accesses.push_back({kv_shared, double(cols * (d + dv)) * base_.e, AccessKind::load});
+    if (band.b1 > band.b0) {
+      const int64_t c0 = band.b0 / G_ + k, x0 = std::max(c0 * G_, band.b0), x1 = std::min((c0 + 1) * G_, band.b1);
+      const double rows = double(q_span(s, x0, x1));
+      const uint32_t q_key = uint32_t(bh * chunks_ + c0);
+      out.accesses.push_back({q_key, rows * (double(d + dv) * base_.e + 8.0), AccessKind::load});  // Q, dO, LSE, D
+      out.accesses.push_back({q_key + q_keys_, rows * double(d) * 4.0, AccessKind::update});       // dQ += dS K
+      base_.charge(out, line_elements(band, x0, x1, cols, [&](int64_t a, int64_t b) { return q_span(s, a, b); }));
+    }
+    if (k + 1 == segments(c)) out.accesses.push_back({kv_out, double(cols * (d + dv)) * base_.e, AccessKind::store});
+  }
+
+ private:
+  Base base_;
+  std::vector<Tile> tiles_;
+  int64_t G_ = 1, chunks_ = 1;
+  uint32_t q_keys_ = 0, kv_keys_ = 0;
+};
+
+// ---- FlashAttention-1: one CTA per (batch, head, split) -------------------------------------------
+class Fa1Grid final : public CtaGrid {
+ public:
+  Fa1Grid(const Problem& p, const std::vector<Schedule>& s, ElementTime t, int64_t splits, bool backward)
+      : base_(p, s, t), splits_(std::max<int64_t>(1, splits)), backward_(backward) {
+    G_ = chunk_for(base_.tiles(), 2);
+    qc_ = ceil_div(base_.Tr_max, G_);
+    kc_ = ceil_div(base_.Tc_max, G_);
+    const int64_t BH = p.batch * p.heads_q;
+    q_keys_ = uint32_t(BH * qc_);
+    kv_keys_ = uint32_t(BH * kc_);
+    // FA1's grid is (batch, head, split): blockIdx.x (the batch entry) fastest.
+    for (int64_t sp = 0; sp < splits_; ++sp)
+      for (int64_t h = 0; h < p.heads_q; ++h)
+        for (int64_t b = 0; b < p.batch; ++b) ctas_.push_back(make_cta(b, h, sp));
+  }
+  int64_t ctas() const override { return int64_t(ctas_.size()); }
+  uint32_t keys() const override { return 2 * q_keys_ + 2 * kv_keys_; }
+  int64_t head(int64_t c) const override { return int64_t(ctas_[c].b) * base_.p.heads_q + ctas_[c].h; }
+  int64_t segments(int64_t c) const override {
+    const Cta& x = ctas_[c];
+    return x.o1 <= x.o0 || x.i1 <= x.i0 ? 0 : (ceil_div(x.o1, G_) - x.o0 / G_) * (ceil_div(x.i1, G_) - x.i0 / G_);
+  }
+  void segment(int64_t c, int64_t k, Segment& out) const override {
+    const Cta& x = ctas_[c];
+    const Schedule& s = base_.at(x.b);
+    const Bands& bands = base_.bands_at(x.b);
+    const int64_t inner_chunks = ceil_div(x.i1, G_) - x.i0 / G_;
+    const int64_t oc = x.o0 / G_ + k / inner_chunks, ic = x.i0 / G_ + k % inner_chunks;
+    const int64_t o0 = std::max(oc * G_, x.o0), o1 = std::min((oc + 1) * G_, x.o1);
+    const int64_t i0 = std::max(ic * G_, x.i0), i1 = std::min((ic + 1) * G_, x.i1);
+    const int64_t d = base_.p.head_dim, dv = base_.p.dv(), bh = int64_t(x.b) * base_.p.heads_q + x.h;
+    const double e = base_.e;
+    // The outer axis is K/V in both passes (Algorithms 1 and 4), Q blocks inner.
+    const int64_t kv0 = o0, kv1 = o1, q0 = i0, q1 = i1;
+    const double kv_rows = double(kv_span(s, kv0, kv1)), q_rows = double(q_span(s, q0, q1));
+    const uint32_t kv_key = 2 * q_keys_ + uint32_t((int64_t(x.b) * base_.p.heads_q +
+                                                   base_.kv_head(x.h) * base_.p.group()) * kc_ + oc);
+    const uint32_t q_key = uint32_t(bh * qc_ + ic);
+    if (k % inner_chunks == 0) out.accesses.push_back({kv_key, kv_rows * double(d + dv) * e, AccessKind::load});
+    if (!backward_) {
+      out.accesses.push_back({q_key, q_rows * double(d) * e, AccessKind::load});
+      out.accesses.push_back({q_key + q_keys_, q_rows * (double(dv) * e + 8.0), AccessKind::update});  // O_i, l_i, m_i
+    } else {
+      out.accesses.push_back({q_key, q_rows * (double(d + 2 * dv) * e + 8.0), AccessKind::load});  // Q, O, dO, l, m
+      out.accesses.push_back({q_key + q_keys_, q_rows * double(d) * e, AccessKind::update});       // dQ_i
+      if (k % inner_chunks == inner_chunks - 1)  // dK_j, dV_j, kept on chip over the Q blocks
+        out.accesses.push_back({uint32_t(2 * q_keys_ + kv_keys_ + bh * kc_ + oc), kv_rows * double(d + dv) * e,
+                                AccessKind::store});
+    }
+    std::pair<double, double> el{0, 0};
+    for (int64_t i = q0; i < q1; ++i) {
+      const auto l = line_elements(bands.of_q[i], kv0, kv1, s.q_rows(i), [&](int64_t a, int64_t b) { return kv_span(s, a, b); });
+      el.first += l.first;
+      el.second += l.second;
+    }
+    base_.charge(out, el);
+  }
+
+ private:
+  struct Cta {
+    int32_t b, h;
+    int64_t i0, i1, o0, o1;  // the split's blocks (inner axis forward: Q; backward: K/V) and the outer range
+  };
+  Cta make_cta(int64_t b, int64_t h, int64_t sp) const {
+    const Schedule& s = base_.at(b);
+    const Bands& bands = base_.bands_at(b);
+    Cta x{int32_t(b), int32_t(h), 0, 0, 0, 0};
+    const int64_t n = backward_ ? s.Tc() : s.Tr(), per = ceil_div(n, splits_);
+    const int64_t s0 = std::min(n, sp * per), s1 = std::min(n, s0 + per);
+    // Forward: the split is a range of Q blocks (inner), the K/V blocks they see are the outer range.
+    // Backward: the split is a range of K/V blocks (outer), the Q blocks they see the inner range.
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int64_t y = s0; y < s1; ++y) {
+      const Band& band = backward_ ? bands.of_kv[y] : bands.of_q[y];
+      if (band.b1 > band.b0) lo = std::min(lo, band.b0), hi = std::max(hi, band.b1);
+    }
+    if (lo >= hi) lo = hi = 0;
+    if (backward_) x.o0 = s0, x.o1 = s1, x.i0 = lo, x.i1 = hi;
+    else x.i0 = s0, x.i1 = s1, x.o0 = lo, x.o1 = hi;
+    return x;
+  }
+  Base base_;
+  int64_t splits_;
+  bool backward_;
+  std::vector<Cta> ctas_;
+  int64_t G_ = 1, qc_ = 1, kc_ = 1;
+  uint32_t q_keys_ = 0, kv_keys_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<CtaGrid> forward_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t,
+                                      TileOrder order, double l2_section_bytes) {
+  return std::make_unique<ForwardGrid>(p, s, t, order, l2_section_bytes);
+}
+std::unique_ptr<CtaGrid> backward_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t) {
+  return std::make_unique<BackwardGrid>(p, s, t);
+}
+std::unique_ptr<CtaGrid> fa1_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t,
+                                  int64_t splits, bool backward) {
+  return std::make_unique<Fa1Grid>(p, s, t, splits, backward);
+}
+
+}  // namespace flashlab::sim

@@ -1,0 +1,48 @@
+// The fused kernels' CTA grids, as the replay (replay.hpp) walks them.
+//
+// Each grid is built from the Schedule of every batch entry (the same tile
+// ranges the tiled executor walks) and the kernel's per-element costs; its
+// CTAs come in the order the real kernel hands them out:
+//   ForwardGrid   one CTA (or one persistent tile) per (batch, head, Q block i):
+//                 loads Q_i, streams K_j, V_j over [kv_begin(i), kv_end(i)),
+//                 stores O_i and LSE_i (FA2 forward; FA3 forward with its tile order).
+//   BackwardGrid  one CTA per (batch, head, K/V block j): loads K_j, V_j, streams
+//                 Q_i, dO_i, LSE_i, D_i over [q_begin(j), q_end(j)) and adds into
+//                 dQ's fp32 accumulator rows with atomics, stores dK_j, dV_j (FA2).
+//   Fa1Grid       FlashAttention-1: one CTA per (batch, head, split of the Q
+//                 blocks); K_j, V_j outer, Q_i inner, O_i (with l_i, m_i) read and
+//                 written back at every step (Algorithm 1), or Q_i, O_i, dO_i,
+//                 l_i, m_i read and dQ_i read and written (Algorithm 4).
+// Coarsening: when the pass has more tiles than kMaxSegments, a segment (and an
+// L2 key) covers G consecutive blocks along the streamed axis; G = 1 otherwise.
+// What is lost: the order of blocks inside a chunk, and a CTA whose range ends
+// inside a chunk touches the part it uses (L2Cache grows the entry later).
+#pragma once
+#include <memory>
+
+#include "flashlab/problem.hpp"
+#include "replay.hpp"
+#include "schedule.hpp"
+
+namespace flashlab::sim {
+
+// Seconds per element of S on one CTA slot: for a full tile, for a tile on the mask's edge.
+struct ElementTime {
+  double full = 0, partial = 0;
+};
+
+// How the tiles of a forward pass are handed to CTAs.
+enum class TileOrder {
+  fa2,  // FA2's grid (Q block, batch, head): Q blocks of one head consecutive, batch, then heads
+  fa3,  // FA3's persistent scheduler: heads in L2-sized sections, longest Q blocks first if causal
+};
+
+std::unique_ptr<CtaGrid> forward_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules,
+                                      ElementTime t, TileOrder order, double l2_section_bytes);
+std::unique_ptr<CtaGrid> backward_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules,
+                                       ElementTime t);
+// splits: CTAs per (batch, head), each a contiguous range of Q blocks.
+std::unique_ptr<CtaGrid> fa1_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules, ElementTime t,
+                                  int64_t splits, bool backward);
+
+}  // namespace flashlab::sim

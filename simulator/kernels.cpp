@@ -1,0 +1,199 @@
+#include "kernels.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "flashlab/error.hpp"
+
+namespace flashlab::sim {
+namespace {
+
+// A closed loop of n instruction streams alternating between two pipes with busy times a and b per
+// element (service times taken as exponential): time per element
+//   sum_{k=0..n} a^k b^(n-k) / sum_{k=0..n-1} a^k b^(n-1-k);
+// n = 1 gives a + b (each waits for the other), n -> infinity gives max(a, b).
+double overlap(double a, double b, int n) {
+  if (a <= 0 || b <= 0) return a + b;
+  double num = 0, den = 0;
+  for (int k = 0; k <= n; ++k) num += std::pow(a, k) * std::pow(b, n - k);
+  for (int k = 0; k < n; ++k) den += std::pow(a, k) * std::pow(b, n - 1 - k);
+  return num / den;
+}
+
+// mma.sync kernels load the fragments of k-step k+1 (ldmatrix) while the MMAs of step k run: two
+// steps in flight between the shared-memory port and the tensor core.
+constexpr int kGemmStepsInFlight = 2;
+// FP32 lane instructions per element of S that are not exponentials:
+//   forward: scale-and-subtract-max (FFMA), running max (FMNMX), row sum (FADD), half a bf16/fp16
+//            pack (F2FP packs two) = 3.5, plus the O rescale (dv per row per K/V block, below);
+//   backward: P = exp(S - LSE) scale (FFMA), dS = P o (dP - D) (FADD, FMUL), two half packs = 4;
+//   a tile on the mask's edge adds the index compare and select, 3.
+constexpr double kSoftmaxOps = 3.5, kBackwardOps = 4.0, kMaskOps = 3.0;
+// FA1 rescales O_i by l_i e^(m_i - m_new) / l_new and adds e^(m~ - m_new) P V at every K/V block
+// (Algorithm 1 line 12): FMUL, FFMA, FMUL by the reciprocal, and the conversion of the O it read: 4.
+constexpr double kFa1RescaleOps = 4.0;
+// FA3's forward and cuDNN's double-buffer K and V through TMA.
+constexpr double kFa3Stages = 2;
+// The FA3 warpgroups: a producer and two consumers.
+constexpr double kFa3Threads = 384;
+
+// Shared-memory bytes a warp grid reads for one GEMM C[M x N] += A[M x K] B[K x N] with Wm x Wn warps
+// each computing an (M / Wm) x (N / Wn) block: every warp reads its rows of A and its columns of B.
+double gemm_operand_bytes(double M, double N, double K, double Wm, double Wn, double e) {
+  return e * K * (M * Wn + N * Wm);
+}
+
+}  // namespace
+
+std::string fa3_unavailable(const GpuSpec& g) {
+  if (g.wgmma_fraction > 0) return "";
+  return "FlashAttention-3 needs Hopper's wgmma and TMA instructions, which " + g.display_name + " (" +
+         g.architecture + ") does not have (its preset has no tensor_paths.wgmma rate); FA2 is the fastest "
+         "FlashAttention that runs on it";
+}
+
+int64_t fa1_splits(double batch_heads, double sms, double ctas_per_sm) {
+  constexpr int kMaxSplits = 30;  // flash-attn 1.0.x: min(30, ...), where the second term is always larger
+  double best = 0, eff[kMaxSplits];
+  for (int s = 1; s <= kMaxSplits; ++s) {
+    const double waves = batch_heads * s / (sms * ctas_per_sm);
+    eff[s - 1] = waves / std::ceil(waves);
+    best = std::max(best, eff[s - 1]);
+  }
+  for (int s = 1; s <= kMaxSplits; ++s)
+    if (eff[s - 1] > 0.95 * best) return s;
+  return 1;
+}
+
+KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, bool backward, int64_t block_m,
+                         int64_t block_n) {
+  const int64_t d = std::max(p.head_dim, p.dv()), e = bytes_per_element(p.dtype);
+  KernelShape s;
+  double stages = 1;
+  switch (algo) {
+    case Algo::fa1:
+      // Algorithm 1: Bc = ceil(M / 4d), Br = min(Bc, d), M the on-chip SRAM of one SM in elements.
+      // flash-attn 1.0.x runs 4 warps forward, 8 backward.
+      s.tiling = tiled::Tiling::from_sram(static_cast<int64_t>(g.sram_per_sm_bytes) / e, d);
+      s.threads = backward ? 256 : 128;
+      break;
+    case Algo::fa2:
+      // FlashAttention-2's kernel traits: forward 128 x 128 (d <= 64) or 128 x 64; backward 64 x 128
+      // (d <= 128) or 64 x 64, 8 warps. The forward gives a warp 32 query rows up to d = 128 and 16
+      // above (where the O accumulator alone fills half its registers), so its warps follow Br.
+      s.tiling = backward ? tiled::Tiling{64, d <= 128 ? 128 : 64} : tiled::Tiling{128, d <= 64 ? 128 : 64};
+      if (!backward && block_m > 0) s.tiling.Br = block_m;
+      if (!backward && block_n > 0) s.tiling.Bc = block_n;
+      s.threads = backward ? 256 : 32.0 * std::max<int64_t>(1, s.tiling.Br / (d <= 128 ? 32 : 16));
+      break;
+    case Algo::fa3: {
+      if (const std::string why = fa3_unavailable(g); !why.empty()) throw Error(why);
+      // FlashAttention-3: 128 x 128 forward tiles (128 x 64 for d > 128), 64 x 128 backward.
+      s.tiling = backward ? tiled::Tiling{64, d <= 128 ? 128 : 64} : tiled::Tiling{128, d <= 128 ? 128 : 64};
+      if (!backward && block_m > 0) s.tiling.Br = block_m;
+      if (!backward && block_n > 0) s.tiling.Bc = block_n;
+      s.threads = kFa3Threads;
+      s.persistent = !backward;
+      stages = kFa3Stages;
+      break;
+    }
+    case Algo::standard:
+    case Algo::math: return s;
+  }
+  const double Br = double(s.tiling.Br), Bc = double(s.tiling.Bc);
+  s.smem = backward ? (Br * (p.head_dim + p.dv()) + Bc * (p.head_dim + p.dv())) * e + Br * p.head_dim * 4
+                    : (Br * p.head_dim + stages * Bc * (p.head_dim + p.dv())) * e;
+  if (algo == Algo::fa1) s.smem = std::min(s.smem, g.smem_per_block_bytes);  // Algorithm 1 sizes tiles to fit
+  if (s.smem > g.smem_per_block_bytes)
+    throw Error(std::string(algo == Algo::fa2 ? "fa2" : "fa3") + (backward ? " backward" : " forward") + ": tiles " +
+                s.tiling.describe() + " need " + std::to_string(static_cast<int64_t>(s.smem)) +
+                " bytes of shared memory, more than " + g.name + "'s " +
+                std::to_string(static_cast<int64_t>(g.smem_per_block_bytes)) + " per block; choose smaller --block-m/--block-n");
+  s.ctas_per_sm = std::max(1.0, std::floor(std::min({g.max_blocks_per_sm, g.smem_per_sm_bytes / s.smem,
+                                                     g.max_threads_per_sm / s.threads,
+                                                     g.registers_per_sm / (s.threads * g.max_registers_per_thread)})));
+  return s;
+}
+
+ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const KernelShape& shape) {
+  ElementCost c;
+  const double sms = g.sm_count, e = bytes_per_element(p.dtype);
+  const double d = double(p.head_dim), dv = double(p.dv());
+  const double Br = double(shape.tiling.Br), Bc = double(shape.tiling.Bc), warps = shape.threads / 32;
+  const double path = algo == Algo::fa3 ? g.wgmma_fraction : g.mma_sync_fraction;
+  const double tensor_per_sm = g.tensor_peak(p.dtype) * path / sms;  // FLOP/s
+  const double smem_per_sm = g.smem_bandwidth / sms;                  // bytes/s
+  const double fp32_per_sm = g.fp32_ops_per_s() / sms;                // lane instructions/s
+  const double mask = kMaskOps / fp32_per_sm;
+  c.exp = 1.0 / (g.exp_per_s / sms);
+
+  if (backward) {
+    // Five GEMMs per tile: S = Q K^T, dP = dO V^T (Br x Bc), dV += P^T dO, dK += dS^T Q (Bc x d), dQ = dS K
+    // (Br x d). FA2's 8 warps are laid out 2 x 4 for S, dP and dQ and 4 x 2 for dV and dK; each GEMM
+    // overlaps its ldmatrix reads with its MMAs (two k-steps in flight), one after the other.
+    // FA3 takes its operands from shared memory inside wgmma: only the tensor time.
+    struct Gemm {
+      double M, N, K, Wm, Wn;
+    };
+    const Gemm gemms[] = {{Br, Bc, d, 2, 4}, {Br, Bc, dv, 2, 4}, {Bc, dv, Br, 4, 2}, {Bc, d, Br, 4, 2}, {Br, d, Bc, 2, 4}};
+    double tensor_phase = 0;
+    for (const Gemm& m : gemms) {
+      const double t = 2.0 * m.M * m.N * m.K / (Br * Bc) / tensor_per_sm;
+      c.tensor += t;
+      if (algo == Algo::fa3) {
+        tensor_phase += t;
+        continue;
+      }
+      const double s = gemm_operand_bytes(m.M, m.N, m.K, m.Wm, m.Wn, e) / (Br * Bc) / smem_per_sm;
+      c.smem += s;
+      tensor_phase += overlap(t, s, kGemmStepsInFlight);
+    }
+    // P and dS are written to shared memory for the GEMMs that read them transposed (dV, dK, dQ).
+    const double p_ds_writes = algo == Algo::fa3 ? 0.0 : 2.0 * e / smem_per_sm;
+    c.smem += p_ds_writes;
+    c.fp32_ops = kBackwardOps;
+    c.fp32 = c.fp32_ops / fp32_per_sm;
+    const int streams = algo == Algo::fa3 ? 2 : 1;
+    c.full = overlap(tensor_phase + p_ds_writes, std::max(c.exp, c.fp32), streams);
+    c.partial = overlap(tensor_phase + p_ds_writes, std::max(c.exp, c.fp32 + mask), streams);
+    return c;
+  }
+
+  c.tensor = 2.0 * (d + dv) / tensor_per_sm;
+  double tensor_phase = c.tensor, serial = 0;
+  int streams = 1;
+  switch (algo) {
+    case Algo::fa2:
+      // mma.sync takes its operands from registers: every warp ldmatrix-reads the whole K_j and V_j
+      // tile and its own rows of Q at every step.
+      c.smem = (Br * d + warps * Bc * (d + dv)) * e / (Br * Bc) / smem_per_sm;
+      tensor_phase = overlap(c.tensor, c.smem, kGemmStepsInFlight);
+      c.fp32_ops = kSoftmaxOps + dv / Bc;
+      break;
+    case Algo::fa1: {
+      // Sliced K: each warp takes Bc / warps columns of the K/V block and all Br rows of Q_i, so every
+      // warp reads Q_i and its own slice of K_j, V_j; its P V is a partial O over its slice, which the
+      // warps write to shared memory in fp32 and add up after a barrier (FA2 paper, section 3.3).
+      c.smem = (warps * Br * d + Bc * (d + dv)) * e / (Br * Bc) / smem_per_sm;
+      tensor_phase = overlap(c.tensor, c.smem, kGemmStepsInFlight);
+      const double combine = 2.0 * warps * dv * 4.0 / Bc / smem_per_sm;  // write all partials, read them back
+      c.smem += combine;
+      serial = combine;
+      c.fp32_ops = kSoftmaxOps + kFa1RescaleOps * dv / Bc;
+      break;
+    }
+    case Algo::fa3:
+      // wgmma reads its operands from shared memory itself; two consumer warpgroups ping-pong, one's
+      // softmax under the other's GEMMs (FA3 paper, section 3.1).
+      c.fp32_ops = kSoftmaxOps + dv / Bc;
+      streams = 2;
+      break;
+    default: break;
+  }
+  c.fp32 = c.fp32_ops / fp32_per_sm;
+  c.full = overlap(tensor_phase, std::max(c.exp, c.fp32), streams) + serial;
+  c.partial = overlap(tensor_phase, std::max(c.exp, c.fp32 + mask), streams) + serial;
+  return c;
+}
+
+}  // namespace flashlab::sim

@@ -1,0 +1,52 @@
+// The fused kernels as they run: shape (tiles, warps, shared memory, CTAs per
+// SM) and the seconds one element of S costs on one SM, built unit by unit.
+//
+//   fa1  FlashAttention-1 (flash-attn 1.0.x, the kernel the FA2 paper measured):
+//        Algorithm 1/4 tiles from the SRAM size M, 4 warps (backward 8) that
+//        split each K/V block between them ("sliced K") and add their partial
+//        O through shared memory; O rescaled and divided at every K/V block.
+//   fa2  FlashAttention-2 (forward 4 warps per 128 query rows, each owning its
+//        rows; backward 8 warps, five GEMMs per tile).
+//   fa3  FlashAttention-3 (Hopper): wgmma reads its operands from shared memory,
+//        TMA loads, two consumer warpgroups ping-pong; only where wgmma exists.
+// simulator/README.md gives the sentence and the source for each mechanism.
+#pragma once
+#include <string>
+
+#include "flashlab/problem.hpp"
+#include "gpu_spec.hpp"
+#include "tiling.hpp"
+
+namespace flashlab::sim {
+
+enum class Algo { standard, math, fa1, fa2, fa3 };
+
+struct KernelShape {
+  tiled::Tiling tiling;
+  double threads = 128;
+  double smem = 0;           // bytes of shared memory per CTA
+  double ctas_per_sm = 1;    // what shared memory, threads and registers allow
+  bool persistent = false;   // FA3: one CTA per slot, tiles from its scheduler
+};
+
+// Seconds per element of S on one SM, by unit, and the whole step.
+struct ElementCost {
+  double tensor = 0, smem = 0, exp = 0, fp32 = 0;  // the units' busy time
+  double full = 0, partial = 0;                    // a step of a full tile, of a tile on the mask's edge
+  double fp32_ops = 0;                             // FP32 lane instructions per element (without the mask's)
+};
+
+// Throws flashlab::Error when the tiles do not fit the GPU's shared memory, or the algorithm's
+// instructions do not exist on it (fa3 without wgmma).
+KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, bool backward, int64_t block_m, int64_t block_n);
+ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const KernelShape& shape);
+
+// FA3 needs wgmma and TMA (Hopper): presets without a wgmma path cannot run it. Empty when it can,
+// else the reason.
+std::string fa3_unavailable(const GpuSpec& g);
+
+// FA1's Q-block splits (flash-attn 1.0.x `num_splits_heuristic_fwd`): the fewest splits of each
+// (batch, head) whose wave efficiency is within 95% of the best over 1..30.
+int64_t fa1_splits(double batch_heads, double sms, double ctas_per_sm);
+
+}  // namespace flashlab::sim

@@ -1,0 +1,53 @@
+// L2Cache: the GPU's L2 as the replay sees it, an LRU over blocks of tensors.
+//
+// A key is one block of one tensor (K_j and V_j of a kv head, a CTA's Q_i, the
+// dQ accumulator rows of a Q block, ...), dense in [0, keys). A load that
+// misses reads its bytes from DRAM; a store allocates the line dirty without
+// reading it (the kernels write whole blocks); an update (dQ's atomics: a
+// read-modify-write in L2) reads on a miss and leaves the line dirty. A dirty
+// line that is evicted, or still present at the end (flush), is written back:
+// DRAM write bytes are the write-backs.
+//
+// Replacement: least recently used. The real L2's policy is not published;
+// LRU is the textbook stand-in (simulator/README.md says what it gives).
+// Capacity: what data read by every SM can occupy (GpuSpec::l2_shared_bytes():
+// A100 and H100 split their L2 in partitions that each cache a line for the
+// SMs wired to them, so data every SM reads is held once per partition).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace flashlab::sim {
+
+class L2Cache {
+ public:
+  L2Cache(double capacity_bytes, uint32_t keys);
+
+  // Each returns the bytes that hit (a store allocates without reading: it never misses).
+  double load(uint32_t key, double bytes);
+  void store(uint32_t key, double bytes);
+  double update(uint32_t key, double bytes);
+  void flush();  // write back every dirty line (the kernel's end)
+  bool resident(uint32_t key) const { return present_[key]; }
+
+  double dram_read() const { return read_; }
+  double dram_write() const { return write_; }
+  double hit_bytes() const { return hit_; }
+  double access_bytes() const { return access_; }
+
+ private:
+  double touch(uint32_t key, double bytes);  // bytes already resident; moves the key to the front
+  void evict_to_fit();
+  void unlink(uint32_t key);
+  void push_front(uint32_t key);
+
+  static constexpr uint32_t kNone = ~uint32_t{0};
+  double capacity_, used_ = 0;
+  double read_ = 0, write_ = 0, hit_ = 0, access_ = 0;
+  std::vector<uint32_t> prev_, next_;
+  std::vector<double> bytes_;
+  std::vector<uint8_t> present_, dirty_;
+  uint32_t head_ = kNone, tail_ = kNone;
+};
+
+}  // namespace flashlab::sim

@@ -1,0 +1,78 @@
+// The event-driven CTA timeline: a kernel's CTAs replayed on the GPU's SM slots
+// in launch order, their loads and stores sent through the L2 in time order.
+//
+// A kernel is a CtaGrid: its CTAs in the order the hardware (or the kernel's
+// persistent tile scheduler) hands them out, and for each CTA its segments in
+// order. A segment is a stretch of the CTA's work: the blocks it loads or
+// stores at its start (Q_i, a chunk of K/V blocks, dQ's accumulator rows, ...)
+// and the seconds of compute that follow. replay() dispatches each CTA to the
+// slot that frees first (the block scheduler fills free slots in launch order),
+// advances every slot segment by segment, and, always taking the earliest
+// pending segment, feeds the accesses to one L2Cache: CTAs that run together
+// share the blocks they stream, CTAs far apart in time find them evicted.
+// DRAM bytes are the L2's misses plus its write-backs; causal imbalance, tail
+// waves and heads that straddle waves fall out of the order of events.
+//
+// Cost: O(segments x log slots). Grids keep their segments under kMaxSegments
+// by coarsening: a segment then covers several consecutive K/V (or Q) blocks,
+// and a key covers the same chunk (grids.cpp says where).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace flashlab::sim {
+
+enum class AccessKind : uint8_t { load, store, update };  // update: read-modify-write (dQ's atomics)
+
+struct Access {
+  uint32_t key;  // a block of a tensor, dense in [0, CtaGrid::keys())
+  double bytes;
+  AccessKind kind;
+};
+
+struct Segment {
+  double seconds = 0;             // compute after the accesses
+  double elements = 0;            // elements of S it computes
+  double partial_elements = 0;    // of those, in tiles on the mask's edge
+  std::vector<Access> accesses;   // issued at the segment's start
+};
+
+class CtaGrid {
+ public:
+  virtual ~CtaGrid() = default;
+  virtual int64_t ctas() const = 0;                                   // in dispatch order
+  virtual int64_t segments(int64_t cta) const = 0;
+  virtual void segment(int64_t cta, int64_t k, Segment& out) const = 0;  // out arrives cleared
+  virtual uint32_t keys() const = 0;
+  virtual int64_t head(int64_t cta) const = 0;                        // (batch, head) index, for the timeline
+};
+
+// A budget of segments per replay that keeps one estimate in milliseconds.
+constexpr int64_t kMaxSegments = int64_t{1} << 16;
+
+struct ReplaySetup {
+  int64_t slots = 1;              // CTAs resident at once on the whole GPU
+  int64_t sms = 1;                // slot s belongs to SM s % sms (the first wave spreads over the SMs)
+  double l2_capacity = 0;         // bytes the replayed blocks may occupy
+  double cta_start_s = 0;         // a CTA's fixed cost before its first segment (its first loads' latency)
+  double time_scale = 1;          // segment seconds are per SM; the CTAs sharing an SM each run this much slower
+};
+
+// One CTA as it ran, for `flashlab estimate --timeline`.
+struct CtaSpan {
+  int64_t cta = 0, slot = 0, head = 0;
+  double start_s = 0, end_s = 0;
+  double hit_bytes = 0, miss_bytes = 0;  // its loads that hit L2, and those that went to DRAM
+};
+
+struct ReplayResult {
+  double makespan_s = 0;
+  double dram_read = 0, dram_write = 0;  // L2 misses, write-backs (dirty evictions and the final flush)
+  double l2_loaded = 0, l2_hits = 0;      // bytes of the replayed accesses, and those that hit
+  double elements = 0, partial_elements = 0;
+  int64_t segments = 0;
+};
+
+ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<CtaSpan>* timeline = nullptr);
+
+}  // namespace flashlab::sim
