@@ -10,6 +10,7 @@
 #include "problem_flags.hpp"
 #include "plot.hpp"
 #include "report.hpp"
+#include "timeline.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -52,7 +53,8 @@ std::vector<int64_t> parse_seqlens(const std::string& spec) {
 void add_estimate(CLI::App& app) {
   struct Opts {
     ProblemFlags flags;
-    std::string seqlen = "4096", gpu = "h100-sxm", gpu_file, algo = "all", format = "table", plot;
+    std::string seqlen = "4096", gpu = "h100-sxm", gpu_file, algo = "all", format = "table", plot, timeline,
+                impl = "upstream";
     std::vector<std::string> overrides;
     int64_t block_m = 0, block_n = 0;
     bool list = false, fused_scale = false;
@@ -70,6 +72,9 @@ void add_estimate(CLI::App& app) {
   cmd->add_option("--gpu-file", opts->gpu_file, "a GPU description of your own (JSON, the presets' schema)");
   cmd->add_option("--set", opts->overrides, "override a preset field: field=value (e.g. l2_bytes=4e7)");
   cmd->add_option("--algo", opts->algo, "standard | math | fa1 | fa2 | fa3 | all (all: standard, fa1, fa2 and, where the GPU has wgmma, fa3)")->capture_default_str();
+  cmd->add_option("--impl", opts->impl, "whose kernel: upstream (flash-attn 2/3, SDPA flash) | flashlab (fa2: "
+                                        "gpu/fa2_fwd.cu) | cudnn (fa3: cuDNN's Hopper kernel)")
+      ->capture_default_str();
   cmd->add_option("--block-m", opts->block_m, "Br of the forward kernel (default: the algorithm's)");
   cmd->add_option("--block-n", opts->block_n, "Bc of the forward kernel (default: the algorithm's)");
   cmd->add_option("--format", opts->format, "table | json | csv")->capture_default_str()->check(
@@ -78,6 +83,8 @@ void add_estimate(CLI::App& app) {
   cmd->add_flag("--list-gpus", opts->list, "list the GPU presets and exit");
   cmd->add_option("--plot", opts->plot, "also write an SVG: the roofline with a point per algorithm and the "
                                         "speedup-vs-seqlen curve");
+  cmd->add_option("--timeline", opts->timeline, "also write the replayed CTA timeline of each fused kernel: FILE.svg "
+                                                "(slots x time, coloured by head, with each CTA's L2 misses) or FILE.json");
   cmd->callback([opts, cmd] {
     if (opts->list) {
       for (const auto& name : sim::list_presets()) {
@@ -98,8 +105,19 @@ void add_estimate(CLI::App& app) {
     options.block_m = opts->block_m;
     options.block_n = opts->block_n;
     options.standard_scale_pass = !opts->fused_scale;
+    options.impl = sim::parse_impl(opts->impl);
     std::vector<sim::Estimate> all;
     const auto seqlens = parse_seqlens(opts->seqlen);
+    std::vector<sim::KernelTimeline> timeline;
+    const auto ends_with = [](const std::string& s, const std::string& tail) {
+      return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    if (!opts->timeline.empty()) {
+      if (seqlens.size() != 1) throw Error("--timeline draws one problem: give a single --seqlen, not a sweep");
+      if (!ends_with(opts->timeline, ".svg") && !ends_with(opts->timeline, ".json"))
+        throw Error("--timeline '" + opts->timeline + "': the file must end in .svg or .json");
+      options.timeline = &timeline;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t n = 0; n < seqlens.size(); ++n) {
       ProblemFlags f = opts->flags;
@@ -119,6 +137,18 @@ void add_estimate(CLI::App& app) {
         if (!out) throw Error("cannot write '" + opts->plot + "'");
       }
       std::filesystem::rename(tmp, opts->plot);
+    }
+    if (!opts->timeline.empty()) {  // written whole to a temporary name, then moved into place
+      ProblemFlags f = opts->flags;
+      f.seqlen = seqlens.front();
+      const std::string title = gpu.display_name + ": " + f.problem().describe() + ", pass " + to_string(pass);
+      const std::string tmp = opts->timeline + ".tmp";
+      {
+        std::ofstream out(tmp);
+        out << (ends_with(opts->timeline, ".svg") ? sim::timeline_svg(timeline, title) : sim::timeline_json(timeline, title));
+        if (!out) throw Error("cannot write '" + opts->timeline + "'");
+      }
+      std::filesystem::rename(tmp, opts->timeline);
     }
     if (opts->format == "json") std::cout << sim::to_json(all);
     else if (opts->format == "csv") std::cout << sim::to_csv(all);

@@ -100,8 +100,9 @@ struct Tile {
 // ---- forward: one CTA (tile) per Q block --------------------------------------------------------
 class ForwardGrid final : public CtaGrid {
  public:
-  ForwardGrid(const Problem& p, const std::vector<Schedule>& s, ElementTime t, TileOrder order, double section)
-      : base_(p, s, t) {
+  ForwardGrid(const Problem& p, const std::vector<Schedule>& s, ElementTime t, TileOrder order, bool reverse,
+              double section)
+      : base_(p, s, t), reverse_(reverse) {
     G_ = chunk_for(base_.tiles(), 1);
     chunks_ = ceil_div(base_.Tc_max, G_);
     const int64_t H = p.heads_q, B = p.batch;
@@ -147,7 +148,8 @@ class ForwardGrid final : public CtaGrid {
     const uint32_t q_key = kv_keys_ + uint32_t((int64_t(tl.b) * base_.p.heads_q + tl.h) * base_.Tr_max + tl.x);
     if (k == 0) out.accesses.push_back({q_key, double(rows * d) * base_.e, AccessKind::load});
     if (band.b1 > band.b0) {
-      const int64_t c0 = band.b0 / G_ + k, x0 = std::max(c0 * G_, band.b0), x1 = std::min((c0 + 1) * G_, band.b1);
+      const int64_t c0 = reverse_ ? (band.b1 - 1) / G_ - k : band.b0 / G_ + k;
+      const int64_t x0 = std::max(c0 * G_, band.b0), x1 = std::min((c0 + 1) * G_, band.b1);
       const uint32_t kv_key = uint32_t((int64_t(tl.b) * base_.p.heads_kv + base_.kv_head(tl.h)) * chunks_ + c0);
       out.accesses.push_back({kv_key, double(kv_span(s, x0, x1) * (d + dv)) * base_.e, AccessKind::load});
       base_.charge(out, line_elements(band, x0, x1, rows, [&](int64_t a, int64_t b) { return kv_span(s, a, b); }));
@@ -158,6 +160,7 @@ class ForwardGrid final : public CtaGrid {
 
  private:
   Base base_;
+  bool reverse_;
   std::vector<Tile> tiles_;
   int64_t G_ = 1, chunks_ = 1;
   uint32_t kv_keys_ = 0, q_keys_ = 0;
@@ -166,7 +169,8 @@ class ForwardGrid final : public CtaGrid {
 // ---- backward: one CTA per K/V block ------------------------------------------------------------
 class BackwardGrid final : public CtaGrid {
  public:
-  BackwardGrid(const Problem& p, const std::vector<Schedule>& s, ElementTime t) : base_(p, s, t) {
+  BackwardGrid(const Problem& p, const std::vector<Schedule>& s, ElementTime t, bool reverse)
+      : base_(p, s, t), reverse_(reverse) {
     G_ = chunk_for(base_.tiles(), 1);
     chunks_ = ceil_div(base_.Tr_max, G_);
     q_keys_ = uint32_t(p.batch * p.heads_q * chunks_);
@@ -194,7 +198,8 @@ class BackwardGrid final : public CtaGrid {
                                                       base_.kv_head(tl.h) * base_.p.group()) * base_.Tc_max + tl.x);
     if (k == 0) out.accesses.push_back({kv_shared, double(cols * (d + dv)) * base_.e, AccessKind::load});
     if (band.b1 > band.b0) {
-      const int64_t c0 = band.b0 / G_ + k, x0 = std::max(c0 * G_, band.b0), x1 = std::min((c0 + 1) * G_, band.b1);
+      const int64_t c0 = reverse_ ? (band.b1 - 1) / G_ - k : band.b0 / G_ + k;
+      const int64_t x0 = std::max(c0 * G_, band.b0), x1 = std::min((c0 + 1) * G_, band.b1);
       const double rows = double(q_span(s, x0, x1));
       const uint32_t q_key = uint32_t(bh * chunks_ + c0);
       out.accesses.push_back({q_key, rows * (double(d + dv) * base_.e + 8.0), AccessKind::load});  // Q, dO, LSE, D
@@ -206,6 +211,7 @@ class BackwardGrid final : public CtaGrid {
 
  private:
   Base base_;
+  bool reverse_;
   std::vector<Tile> tiles_;
   int64_t G_ = 1, chunks_ = 1;
   uint32_t q_keys_ = 0, kv_keys_ = 0;
@@ -304,11 +310,12 @@ class Fa1Grid final : public CtaGrid {
 }  // namespace
 
 std::unique_ptr<CtaGrid> forward_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t,
-                                      TileOrder order, double l2_section_bytes) {
-  return std::make_unique<ForwardGrid>(p, s, t, order, l2_section_bytes);
+                                      TileOrder order, bool reverse, double l2_section_bytes) {
+  return std::make_unique<ForwardGrid>(p, s, t, order, reverse, l2_section_bytes);
 }
-std::unique_ptr<CtaGrid> backward_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t) {
-  return std::make_unique<BackwardGrid>(p, s, t);
+std::unique_ptr<CtaGrid> backward_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t,
+                                       bool reverse) {
+  return std::make_unique<BackwardGrid>(p, s, t, reverse);
 }
 std::unique_ptr<CtaGrid> fa1_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t,
                                   int64_t splits, bool backward) {

@@ -37,10 +37,12 @@ enum class TileOrder {
   fa3,  // FA3's persistent scheduler: heads in L2-sized sections, longest Q blocks first if causal
 };
 
+// reverse: the CTA walks its band from the last block to the first (FA2's and FA3's forward start at the
+// diagonal, where the mask is; FA2's backward walks its Q blocks from the last), else from the first.
 std::unique_ptr<CtaGrid> forward_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules,
-                                      ElementTime t, TileOrder order, double l2_section_bytes);
+                                      ElementTime t, TileOrder order, bool reverse, double l2_section_bytes);
 std::unique_ptr<CtaGrid> backward_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules,
-                                       ElementTime t);
+                                       ElementTime t, bool reverse);
 // splits: CTAs per (batch, head), each a contiguous range of Q blocks.
 std::unique_ptr<CtaGrid> fa1_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules, ElementTime t,
                                   int64_t splits, bool backward);

@@ -45,6 +45,21 @@ double gemm_operand_bytes(double M, double N, double K, double Wm, double Wn, do
 
 }  // namespace
 
+std::string to_string(Impl impl) {
+  switch (impl) {
+    case Impl::upstream: return "upstream";
+    case Impl::flashlab: return "flashlab";
+    case Impl::cudnn: return "cudnn";
+  }
+  return "?";
+}
+
+Impl parse_impl(const std::string& name) {
+  for (Impl i : {Impl::upstream, Impl::flashlab, Impl::cudnn})
+    if (name == to_string(i)) return i;
+  throw Error("unknown kernel '" + name + "': expected upstream, flashlab or cudnn");
+}
+
 std::string fa3_unavailable(const GpuSpec& g) {
   if (g.wgmma_fraction > 0) return "";
   return "FlashAttention-3 needs Hopper's wgmma and TMA instructions, which " + g.display_name + " (" +

@@ -21,6 +21,20 @@ namespace flashlab::sim {
 
 enum class Algo { standard, math, fa1, fa2, fa3 };
 
+// Whose kernel runs the algorithm. The forward's K/V order and the launch differ, and the replay
+// shows what that does to L2 reuse under a causal mask:
+//   upstream  the public kernel: flash-attn 2 (PyTorch SDPA's flash backend) walks each Q block's K/V
+//             blocks from the last to the first (flash_fwd_kernel.h starts at the diagonal, where the
+//             mask is), and its backward each K/V block's Q blocks from the last; flash-attn 3 the
+//             same, with persistent CTAs and its tile scheduler.
+//   flashlab  gpu/fa2_fwd.cu (fa2 only): K/V blocks from the first (its j loop), its own tiles.
+//   cudnn     cuDNN's Hopper kernel (fa3 only): one CTA per tile in grid order (ncu: 4096 CTAs for
+//             4096 tiles); K/V from the first, inferred from its DRAM bytes (1.00x the compulsory
+//             bytes at every causal length in simulator/validation/sdpa-*.csv).
+enum class Impl { upstream, flashlab, cudnn };
+std::string to_string(Impl impl);
+Impl parse_impl(const std::string& name);  // upstream | flashlab | cudnn
+
 struct KernelShape {
   tiled::Tiling tiling;
   double threads = 128;

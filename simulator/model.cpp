@@ -62,8 +62,13 @@ Cost streaming_kernel(const GpuSpec& g, double read, double write) {
 }
 
 Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const Options& o) {
+  // flashlab's own kernel is an fa2, cuDNN's an fa3; the other algorithms run their upstream kernels.
+  const Impl impl = (o.impl == Impl::flashlab && algo == Algo::fa2) || (o.impl == Impl::cudnn && algo == Algo::fa3)
+                        ? o.impl
+                        : Impl::upstream;
   KernelShape shape = kernel_shape(p, g, algo, backward, o.block_m, o.block_n);
-  if (algo == Algo::fa3 && !o.fa3_persistent) shape.persistent = false;
+  if (impl == Impl::cudnn) shape.persistent = false;
+  const bool reverse = impl == Impl::upstream;
   const ElementCost unit = element_cost(p, g, algo, backward, shape);
   const Order order = algo == Algo::fa1 ? (backward ? Order::fa1_backward : Order::fa1)
                                         : (backward ? Order::backward : Order::fa2);
@@ -94,8 +99,8 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   const ElementTime per{unit.full, unit.partial};
   const std::unique_ptr<CtaGrid> grid =
       algo == Algo::fa1 ? fa1_grid(p, schedules, per, splits, backward)
-      : backward        ? backward_grid(p, schedules, per)
-                        : forward_grid(p, schedules, per, shape.persistent ? TileOrder::fa3 : TileOrder::fa2,
+      : backward        ? backward_grid(p, schedules, per, reverse)
+                        : forward_grid(p, schedules, per, shape.persistent ? TileOrder::fa3 : TileOrder::fa2, reverse,
                                        kFa3SectionBytes);
   const double ctas = double(grid->ctas());
   // A grid smaller than the resident capacity is spread over the SMs first: CTAs share an SM only as far

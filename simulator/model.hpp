@@ -47,9 +47,8 @@ struct Options {
   // standard: "paper" counts a separate scale pass over S, as the FlashAttention
   // paper's PyTorch baseline does; "fused-scale" folds the scale into the GEMM.
   bool standard_scale_pass = true;
-  // fa3: FA3's persistent CTAs taking tiles from its scheduler (the default), or one CTA per tile in
-  // the hardware's grid order, as cuDNN's Hopper kernel launches (ncu: 4096 CTAs for 4096 tiles).
-  bool fa3_persistent = true;
+  // Which kernel (kernels.hpp, Impl): flashlab applies to fa2, cudnn to fa3; the rest run upstream's.
+  Impl impl = Impl::upstream;
   std::vector<KernelTimeline>* timeline = nullptr;  // filled with each fused kernel's replay when set
 };
 

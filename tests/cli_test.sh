@@ -66,6 +66,13 @@ else failed=$((failed + 1)); echo "FAILED estimate Fig. 2: $fig2"; fi
 ok "estimate sweeps as CSV" "^fa2,h100-sxm,fwd,65536" -- estimate --seqlen 512:65536:x2 --algo fa2 --format csv
 ok "estimate lists the GPUs" "rtx-4090" -- estimate --list-gpus
 ok "estimate draws an SVG" "estimates in" -- estimate --seqlen 1024:8192:x2 --plot "$work/roof.svg"
+ok "estimate draws the replayed CTA timeline" "estimates in" -- estimate --seqlen 4096 --causal --algo fa2 --timeline "$work/timeline.svg"
+ok "estimate writes the timeline as JSON" "estimates in" -- estimate --seqlen 2048 --algo fa2 --timeline "$work/timeline.json"
+if grep -q "fa2 forward: " "$work/timeline.svg" && python3 -c "import json,sys; k=json.load(open(sys.argv[1]))['kernels'][0]; sys.exit(0 if k['ctas'] and k['slots'] > 0 else 1)" "$work/timeline.json"
+then passed=$((passed + 1)); echo "ok     the timeline files hold the replayed CTAs"
+else failed=$((failed + 1)); echo "FAILED the timeline files"; fi
+ok "estimate leaves fa3 out of 'all' on an A100, saying why" "fa3 left out: .*wgmma" -- estimate --gpu a100-80gb --algo all
+ok "estimate models cuDNN's and flashlab's kernels" "^fa3,h100-sxm" -- estimate --algo all --impl cudnn --format csv
 grep -q "<svg" "$work/roof.svg" && passed=$((passed + 1)) && echo "ok     the SVG is there" || { failed=$((failed + 1)); echo "FAILED no SVG"; }
 
 mkdir -p "$work/out"
@@ -85,6 +92,10 @@ refused "bad preset override" "no field 'l3_bytes'" -- estimate --set l3_bytes=1
 refused "bad sweep" "must be A:B:xK" -- estimate --seqlen 512:1024
 refused "tiles that do not fit in shared memory" "shared memory" -- estimate --algo fa2 --block-m 1024 --block-n 1024 --hdim 256
 refused "a tile height that is not positive" "block-m" -- estimate --algo fa2 --block-m -5
+refused "fa3 on a GPU without wgmma" "fa3: FlashAttention-3 needs Hopper's wgmma" -- estimate --gpu a100-80gb --algo fa3
+refused "a timeline over a sweep" "single --seqlen" -- estimate --seqlen 512:4096:x2 --timeline "$work/out/t.svg"
+refused "a timeline of an unknown format" "must end in .svg or .json" -- estimate --timeline "$work/out/t.png"
+refused "an unknown kernel" "unknown kernel 'triton'" -- estimate --impl triton
 printf '{"name": "x"' > "$work/bad_gpu.json"
 refused "malformed GPU file" "not valid JSON" -- estimate --gpu-file "$work/bad_gpu.json"
 

@@ -177,8 +177,9 @@ Within rows_within(const std::string& file, const std::string& preset) {
     const std::string backend = r.f.at("backend");
     const Algo algo = backend == "cudnn" ? Algo::fa3 : backend == "math" ? Algo::math : Algo::fa2;
     Options o;
-    o.fa3_persistent = false;  // cuDNN launches one CTA per tile (ncu: 4096 CTAs at d = 64, 4096 tiles)
-    if (backend == "flashlab_fa2") {  // gpu/fa2_fwd.cu's tiles on this GPU
+    if (backend == "cudnn") o.impl = Impl::cudnn;
+    if (backend == "flashlab_fa2") {
+      o.impl = Impl::flashlab;  // gpu/fa2_fwd.cu's tiles on this GPU
       o.block_m = p.head_dim <= 128 ? 128 : 64;
       o.block_n = p.head_dim <= 64 && preset == "h100-sxm" ? 128 : 64;
     }
