@@ -99,6 +99,8 @@ GpuSpec parse(const json& j, const std::string& file) {
   g.kernel_launch_s = number(j, "kernel_launch_s", file);
   // Optional: measured on few GPUs (simulator/validation/microbench.cu); without it no per-CTA latency.
   if (j.contains("dram_latency_s")) g.dram_latency_s = number(j, "dram_latency_s", file);
+  // Optional: measured on the H100 (microbench.cu); without it exchanges between warps cost nothing.
+  if (j.contains("barrier_round_trip_s")) g.barrier_round_trip_s = number(j, "barrier_round_trip_s", file);
   // Optional: a measured read + write copy rate; without it elementwise kernels use the read fraction.
   g.hbm_copy_fraction = j.contains("hbm_copy_fraction") ? number(j, "hbm_copy_fraction", file) : g.hbm_achievable_fraction;
   for (auto [v, name] : {std::pair{g.sm_count, "sm_count"}, {g.clock_ghz, "clock_ghz"}, {g.l2_bytes, "l2_bytes"},

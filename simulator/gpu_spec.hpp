@@ -27,6 +27,7 @@ struct GpuSpec {
   double mma_sync_fraction = 0, wgmma_fraction = 0;       // of the tensor peak, per instruction path
   double fp32_flops = 0, exp_per_s = 0, kernel_launch_s = 0;
   double dram_latency_s = 0;                              // optional: 0 when the preset has none
+  double barrier_round_trip_s = 0;                        // optional: one shared-memory exchange between warps
 
   double tensor_peak(DType dtype) const;                  // FLOP/s for this storage dtype
   double hbm_copy_fraction = 0;                           // read + write streams (elementwise kernels)

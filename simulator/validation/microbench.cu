@@ -218,6 +218,22 @@ __global__ void chase_kernel(const uint32_t* __restrict__ buf, int hops, uint32_
   *pos = p;
 }
 
+// ---- a barrier round trip: what a CTA's warps pay to exchange values through shared memory ---------------
+// FA1's warps split each K/V block, so every 16-row step exchanges row maxima, row sums and partial O
+// through shared memory: write, __syncthreads, read. One CTA of 4 warps per SM (FA1's forward) repeats
+// that exchange, each round depending on the value read in the last.
+__global__ void barrier_kernel(int rounds, float* sink) {
+  __shared__ float cell[128];
+  float v = threadIdx.x;
+  for (int r = 0; r < rounds; ++r) {
+    cell[threadIdx.x] = v;
+    __syncthreads();
+    v = cell[(threadIdx.x + 32) % blockDim.x] + 1.0f;  // another warp's value
+    __syncthreads();
+  }
+  if (v == -1.0f) sink[0] = v;
+}
+
 // ---- timing ----------------------------------------------------------------------------------------------
 // Best of 5 timed runs of `launch` (after one warm-up), in seconds.
 static double time_best(const std::function<void()>& launch, int runs = 5) {
@@ -347,6 +363,23 @@ int main() {
   CHECK(cudaMalloc(&d_perm, lines * sizeof(uint32_t)));
   CHECK(cudaMalloc(&chain, size_t(lines) * kLineWords * sizeof(uint32_t)));
   CHECK(cudaMemcpy(d_perm, perm.data(), lines * sizeof(uint32_t), cudaMemcpyHostToDevice));
+  // L2 hit latency first: a chain over 16384 lines (2 MiB, far inside L2), walked once to warm it.
+  const uint32_t l2_lines = 1u << 14;
+  std::vector<uint32_t> small(l2_lines);
+  for (uint32_t i = 0; i < l2_lines; ++i) small[i] = i;
+  for (uint32_t i = l2_lines - 1; i > 0; --i) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    std::swap(small[i], small[(rng >> 33) % (i + 1)]);
+  }
+  CHECK(cudaMemcpy(d_perm, small.data(), l2_lines * sizeof(uint32_t), cudaMemcpyHostToDevice));
+  scatter_chain<<<2 * sms, 1024>>>(d_perm, chain, l2_lines);
+  CHECK(cudaGetLastError());
+  CHECK(cudaMemset(sink, 0, sizeof(uint32_t)));
+  const int l2_hops = 1 << 16;
+  const double l2_latency =
+      time_best([&] { chase_kernel<<<1, 1>>>(chain, l2_hops, reinterpret_cast<uint32_t*>(sink)); }) / l2_hops;
+  std::fprintf(stderr, "  L2 hit latency: %.0f ns\n", l2_latency * 1e9);
+  CHECK(cudaMemcpy(d_perm, perm.data(), lines * sizeof(uint32_t), cudaMemcpyHostToDevice));
   scatter_chain<<<2 * sms, 1024>>>(d_perm, chain, lines);
   CHECK(cudaGetLastError());
   CHECK(cudaMemset(sink, 0, sizeof(uint32_t)));  // the chase's position, carried from run to run
@@ -355,6 +388,12 @@ int main() {
   CHECK(cudaFree(d_perm));
   CHECK(cudaFree(chain));
   std::fprintf(stderr, "  DRAM latency: %.0f ns\n", dram_latency * 1e9);
+
+  // Barrier round trip: one CTA of 4 warps per SM, 100000 dependent exchanges.
+  const int rounds = 100000;
+  const double barrier_round = time_best([&] { barrier_kernel<<<sms, 128>>>(rounds, sink); }) / rounds;
+  std::fprintf(stderr, "  barrier round trip (4 warps): %.1f ns = %.0f clocks\n", barrier_round * 1e9,
+               barrier_round * clock_hz);
 
   // Launch overhead: back-to-back empty kernels, launch to launch.
   const int launches = 2000;
@@ -390,6 +429,10 @@ int main() {
   std::printf("  \"dram_latency_s\": %.6e,\n  \"dram_latency_chain\": \"one thread, %d dependent ld.global.cg over a random cycle of %u 128-byte lines (256 MiB)\",\n",
               dram_latency, hops, lines);
   std::printf("  \"launch_overhead_s\": %.6e,\n  \"launches\": %d,\n", t_launch, launches);
+  std::printf("  \"l2_hit_latency_s\": %.6e,\n  \"l2_hit_latency_chain\": \"one thread, %d dependent ld.global.cg over a random cycle of %u 128-byte lines (2 MiB), after a warm-up walk\",\n",
+              l2_latency, l2_hops, l2_lines);
+  std::printf("  \"barrier_round_trip_s\": %.6e,\n  \"barrier_round_trip_clocks\": %.1f,\n  \"barrier_round_trip_method\": \"one CTA of 128 threads per SM: st.shared, __syncthreads, ld.shared of another warp's value, __syncthreads, %d dependent rounds\",\n",
+              barrier_round, barrier_round * clock_hz, rounds);
   std::printf("  \"method\": \"best of 5 timed runs after a warm-up, CUDA events, clocks not locked; "
               "per-SM-per-clock figures use max_sm_clock_hz\"\n");
   std::printf("}\n");
