@@ -140,6 +140,20 @@ class ForwardGrid final : public CtaGrid {
     const Band& band = base_.bands_at(tiles_[c].b).of_q[tiles_[c].x];
     return band.b1 <= band.b0 ? 1 : (band.b1 - 1) / G_ - band.b0 / G_ + 1;
   }
+  std::vector<uint32_t> kv_keys(int64_t head) const override {
+    const int64_t b = head / base_.p.heads_q, h = head % base_.p.heads_q;
+    std::vector<uint32_t> keys;
+    for (int64_t c = 0; c < ceil_div(base_.at(b).Tc(), G_); ++c)
+      keys.push_back(uint32_t((b * base_.p.heads_kv + base_.kv_head(h)) * chunks_ + c));
+    return keys;
+  }
+  int64_t chunk_blocks() const override { return G_; }
+  int64_t block(int64_t c) const override { return tiles_[c].x; }
+  int64_t segment_chunk(int64_t c, int64_t k) const override {
+    const Band& band = base_.bands_at(tiles_[c].b).of_q[tiles_[c].x];
+    if (band.b1 <= band.b0) return -1;
+    return reverse_ ? (band.b1 - 1) / G_ - k : band.b0 / G_ + k;
+  }
   void segment(int64_t c, int64_t k, Segment& out) const override {
     const Tile& tl = tiles_[c];
     const Schedule& s = base_.at(tl.b);

@@ -121,7 +121,7 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
     o.timeline->push_back({to_string(algo) + (backward ? " backward" : " forward"), setup.slots, setup.sms, 0, {}});
     tl = &o.timeline->back();
   }
-  const ReplayResult r = replay(*grid, setup, tl ? &tl->ctas : nullptr);
+  const ReplayResult r = replay(*grid, setup, tl ? &tl->ctas : nullptr, backward ? nullptr : o.residency);
   if (tl) tl->seconds = r.makespan_s;
 
   const double heads_elements = r.elements;

@@ -50,6 +50,7 @@ struct Options {
   // Which kernel (kernels.hpp, Impl): flashlab applies to fa2, cudnn to fa3; the rest run upstream's.
   Impl impl = Impl::upstream;
   std::vector<KernelTimeline>* timeline = nullptr;  // filled with each fused kernel's replay when set
+  Residency* residency = nullptr;  // forward: what L2 held of (batch 0, head 0)'s K/V as its CTAs ran
 };
 
 Estimate estimate(const Problem& p, const GpuSpec& gpu, Algo algo, Pass pass, const Options& options = {});

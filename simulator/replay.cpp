@@ -7,7 +7,9 @@
 
 namespace flashlab::sim {
 
-ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<CtaSpan>* timeline) {
+ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<CtaSpan>* timeline, Residency* probe) {
+  const std::vector<uint32_t> probed = probe ? grid.kv_keys(probe->head) : std::vector<uint32_t>{};
+  if (probe) probe->chunk_blocks = grid.chunk_blocks();
   struct Slot {
     int64_t cta = -1, next = 0, count = 0;
     CtaSpan span;
@@ -49,6 +51,12 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
     }
     seg.accesses.clear();
     seg.seconds = seg.elements = seg.partial_elements = 0;
+    if (!probed.empty() && grid.head(sl.cta) == probe->head) {
+      Residency::Step st{grid.block(sl.cta), sl.next, grid.segment_chunk(sl.cta, sl.next),
+                         std::vector<bool>(probed.size())};
+      for (size_t n = 0; n < probed.size(); ++n) st.resident[n] = l2.resident(probed[n]);
+      probe->steps.push_back(std::move(st));
+    }
     grid.segment(sl.cta, sl.next++, seg);
     r.elements += seg.elements;
     r.partial_elements += seg.partial_elements;

@@ -45,6 +45,12 @@ class CtaGrid {
   virtual void segment(int64_t cta, int64_t k, Segment& out) const = 0;  // out arrives cleared
   virtual uint32_t keys() const = 0;
   virtual int64_t head(int64_t cta) const = 0;                        // (batch, head) index, for the timeline
+  // For the residency probe: the keys of one (batch, head)'s K/V chunks in block order, and which chunk a
+  // CTA's segment streams (-1 when it streams none); grids without K/V chunks return nothing.
+  virtual std::vector<uint32_t> kv_keys(int64_t head) const { return {}; }
+  virtual int64_t segment_chunk(int64_t cta, int64_t k) const { return -1; }
+  virtual int64_t chunk_blocks() const { return 1; }         // blocks per chunk (the coarsening, grids.hpp)
+  virtual int64_t block(int64_t cta) const { return -1; }    // the CTA's own block (forward: its Q block)
 };
 
 // A budget of segments per replay that keeps one estimate in milliseconds.
@@ -73,6 +79,19 @@ struct ReplayResult {
   int64_t segments = 0;
 };
 
-ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<CtaSpan>* timeline = nullptr);
+// What the L2 held of one (batch, head)'s K/V as its CTAs advanced: for each of its CTAs in launch order
+// and each segment, the chunk the segment streams and, at the segment's start, which chunks were resident.
+struct Residency {
+  int64_t head = 0;                       // the (batch, head) probed
+  int64_t chunk_blocks = 1;               // K/V blocks per chunk
+  struct Step {
+    int64_t block, segment, chunk;        // the CTA's Q block; chunk: the K/V chunk this segment loads
+    std::vector<bool> resident;           // per chunk, before the segment's loads
+  };
+  std::vector<Step> steps;
+};
+
+ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<CtaSpan>* timeline = nullptr,
+                    Residency* probe = nullptr);
 
 }  // namespace flashlab::sim

@@ -736,6 +736,7 @@ void ShowModel(Session& s) {
     }
     ImGui::EndTable();
   }
+  DrawL2Residency(s);
   const float W = ImGui::GetContentRegionAvail().x;
   const float H = (ImGui::GetContentRegionAvail().y - 2 * ImGui::GetTextLineHeightWithSpacing()) / 2;
   ImGui::TextUnformatted("roofline");

@@ -26,6 +26,7 @@ void ShowTileValues(Session& s, HeatmapCache& heat);    // S_ij heatmap, O_i bef
 void ShowRowStats(Session& s, HeatmapCache& heat);    // per-row m, l, alpha, LSE
 void ShowMemory(Session& s);          // bytes by tensor vs standard attention, SRAM budget
 void ShowModel(Session& s);           // roofline and speedup vs seqlen from the simulator
+void DrawL2Residency(const Session& s);  // inside ShowModel: the K/V blocks the simulated L2 holds (panel_l2.cpp)
 
 // Keyboard: space play/pause, right/left step, R restart.
 void HandleKeys(Session& s);

@@ -117,6 +117,17 @@ Session::Session(Settings s) : settings_(std::move(s)), problem_(settings_.probl
   model.heads_q = model.heads_kv = settings_.model_heads;
   model.validate();
   estimates_ = sim::estimate_all(model, gpu_, algos, pass);
+  if (!tiled::is_backward(order)) {
+    sim::Options probe;
+    probe.block_m = settings_.br;
+    probe.block_n = settings_.bc;
+    probe.residency = &residency_;
+    try {
+      sim::estimate(model, gpu_, sim::Algo::fa2, Pass::fwd, probe);
+    } catch (const Error&) {  // tiles this GPU's shared memory cannot hold: no residency to show
+      residency_ = {};
+    }
+  }
   for (int64_t n = 512; n <= 131072; n *= 2) {
     Problem q = model;
     q.seqlen_q = q.seqlen_k = n;

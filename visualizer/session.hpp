@@ -109,6 +109,10 @@ class Session {
   };
   const std::vector<CurvePoint>& speedup_curve() const { return curve_; }
   double estimate_seconds() const { return estimate_seconds_; }  // CPU time the model took
+  // The simulator's L2 replay of FA2's forward on this GPU, at the walk's tiles and the model's batch x
+  // heads: which K/V blocks of (batch 0, head 0) were in L2 as each of its Q-block CTAs read its next
+  // block. Empty for backward walks or tiles the GPU cannot hold.
+  const sim::Residency& l2_residency() const { return residency_; }
 
   nlohmann::json to_json() const;
 
@@ -133,6 +137,7 @@ class Session {
   sim::GpuSpec gpu_;
   std::vector<sim::Estimate> estimates_;
   std::vector<CurvePoint> curve_;
+  sim::Residency residency_;
   double estimate_seconds_ = 0;
 };
 
