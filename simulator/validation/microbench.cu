@@ -234,6 +234,15 @@ __global__ void barrier_kernel(int rounds, float* sink) {
   if (v == -1.0f) sink[0] = v;
 }
 
+// ---- fp32 atomics into L2: FA2's backward adds dS K into dQ's fp32 accumulator with atomicAdd ------------
+// Every thread of every SM adds to its own word of a buffer L2 holds (a warp covers 128 contiguous bytes,
+// as FA2's dQ tile rows do); the result is never read back, so the adds compile to RED.E.ADD.F32.
+__global__ void red_kernel(float* __restrict__ acc, size_t words, int iters) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (int it = 0; it < iters; ++it)
+    for (size_t w = blockIdx.x * size_t(blockDim.x) + threadIdx.x; w < words; w += stride) atomicAdd(acc + w, 1.0f);
+}
+
 // ---- timing ----------------------------------------------------------------------------------------------
 // Best of 5 timed runs of `launch` (after one warm-up), in seconds.
 static double time_best(const std::function<void()>& launch, int runs = 5) {
@@ -395,6 +404,17 @@ int main() {
   std::fprintf(stderr, "  barrier round trip (4 warps): %.1f ns = %.0f clocks\n", barrier_round * 1e9,
                barrier_round * clock_hz);
 
+  // fp32 atomic adds into a 4 MiB buffer (resident in L2), all SMs, 20 passes.
+  const size_t red_words = size_t(1) << 20;
+  const int red_iters = 20;
+  float* red_buf = nullptr;
+  CHECK(cudaMalloc(&red_buf, red_words * sizeof(float)));
+  CHECK(cudaMemset(red_buf, 0, red_words * sizeof(float)));
+  const double t_red = time_best([&] { red_kernel<<<4 * sms, 256>>>(red_buf, red_words, red_iters); });
+  const double red_rate = double(red_words) * red_iters / t_red;
+  CHECK(cudaFree(red_buf));
+  std::fprintf(stderr, "  fp32 atomicAdd into L2: %.1f G/s = %.1f per clock\n", red_rate / 1e9, red_rate / clock_hz);
+
   // Launch overhead: back-to-back empty kernels, launch to launch.
   const int launches = 2000;
   const double t_launch = time_best([&] {
@@ -431,6 +451,8 @@ int main() {
   std::printf("  \"launch_overhead_s\": %.6e,\n  \"launches\": %d,\n", t_launch, launches);
   std::printf("  \"l2_hit_latency_s\": %.6e,\n  \"l2_hit_latency_chain\": \"one thread, %d dependent ld.global.cg over a random cycle of %u 128-byte lines (2 MiB), after a warm-up walk\",\n",
               l2_latency, l2_hops, l2_lines);
+  std::printf("  \"l2_fp32_atomics_per_s\": %.6e,\n  \"l2_fp32_atomics_method\": \"atomicAdd(float) by %d CTAs of 256 threads over %zu contiguous words (4 MiB, L2-resident), %d passes; the result unused (RED)\",\n",
+              red_rate, 4 * sms, red_words, red_iters);
   std::printf("  \"barrier_round_trip_s\": %.6e,\n  \"barrier_round_trip_clocks\": %.1f,\n  \"barrier_round_trip_method\": \"one CTA of 128 threads per SM: st.shared, __syncthreads, ld.shared of another warp's value, __syncthreads, %d dependent rounds\",\n",
               barrier_round, barrier_round * clock_hz, rounds);
   std::printf("  \"method\": \"best of 5 timed runs after a warm-up, CUDA events, clocks not locked; "
