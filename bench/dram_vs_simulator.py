@@ -6,9 +6,10 @@ Usage: python3 bench/dram_vs_simulator.py FLASHLAB [MEASURED.csv] [> table.md]
   MEASURED.csv rows from simulator/validation/measure_flashlab.py (ncu, caches flushed);
                default: simulator/validation/flashlab-h200-2026-11-22.csv
 
-The estimate uses our kernel's own tiles (forward v8: Br x Bc = 128 x 128 for d = 64, 128 x 64 for d = 128,
-64 x 64 for d = 256) on the preset of the measured GPU, so the comparison is of the model, not of a
-tile-size mismatch.
+The estimate models flashlab's own kernel (`--impl flashlab`: the tiles of gpu/shapes.hpp, which the
+kernel's launcher instantiates, and its K/V order) on the preset of the measured GPU, so the comparison
+is of the model, not of a tile-size mismatch. Rows measured with an older kernel version need its
+tiles: the H200 rows of 2026-11-22 ran forward v5 (128 x 64 at d = 64), passed as --block-n 64.
 """
 import csv
 import json
@@ -19,8 +20,8 @@ import sys
 PRESETS = {"NVIDIA H200": "h200", "NVIDIA H100 80GB HBM3": "h100-sxm"}
 
 
-def tiles(d):
-    return (128, 128) if d <= 64 else (128, 64) if d <= 128 else (64, 64)
+# Kernel versions whose tiles differ from today's shapes.hpp, by measured file: {head_dim: extra flags}.
+OLDER_TILES = {"flashlab-h200-2026-11-22.csv": {64: ["--block-n", "64"]}}
 
 
 def main():
@@ -41,10 +42,10 @@ def main():
     byte_err, time_err = [], []
     for r in rows:
         d, s, causal = int(r["hdim"]), int(r["seqlen"]), r["causal"] == "1"
-        bm, bn = tiles(d)
         cmd = [cli, "estimate", "--gpu", PRESETS[r["device"]], "--batch", r["batch"], "--heads", r["heads"],
-               "--seqlen", str(s), "--hdim", str(d), "--dtype", "bf16", "--algo", "fa2", "--block-m", str(bm),
-               "--block-n", str(bn), "--format", "json"] + (["--causal"] if causal else [])
+               "--seqlen", str(s), "--hdim", str(d), "--dtype", "bf16", "--algo", "fa2", "--impl", "flashlab",
+               "--format", "json"] + (["--causal"] if causal else [])
+        cmd += OLDER_TILES.get(os.path.basename(path), {}).get(d, [])
         est = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)[0]
         measured_bytes = int(r["dram_read_bytes"]) + int(r["dram_write_bytes"])
         predicted_bytes = est["hbm_read_bytes"] + est["hbm_write_bytes"]

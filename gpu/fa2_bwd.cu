@@ -597,8 +597,10 @@ void launch_dkdv_default(const BackwardParams& p, bool cap, cudaStream_t stream)
   }
 }
 
+#if defined(FLASHLAB_SHAPE_EXPERIMENTS)
 // Experimental dkdv shapes for bf16, picked with FLASHLAB_FA2_BWD_SHAPE=N: a development knob for
-// timing them side by side in one process (unset or 0: the default).
+// timing them side by side in one process (unset or 0: the default). Compiled only with
+// FLASHLAB_SHAPE_EXPERIMENTS.
 template <int D, typename T>
 bool launch_dkdv_experiment(const BackwardParams& p, bool cap, cudaStream_t stream) {
   static const int which = [] {
@@ -622,6 +624,7 @@ bool launch_dkdv_experiment(const BackwardParams& p, bool cap, cudaStream_t stre
   }
   return false;
 }
+#endif
 
 template <int D, typename T>
 void launch(const BackwardParams& p, cudaStream_t stream) {
@@ -633,7 +636,10 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
   FLASHLAB_CUDA_LAUNCHED();
 
   const bool cap = p.softcap > 0.f;
-  if (!launch_dkdv_experiment<D, T>(p, cap, stream)) launch_dkdv_default<D, T>(p, cap, stream);
+#if defined(FLASHLAB_SHAPE_EXPERIMENTS)
+  if (!launch_dkdv_experiment<D, T>(p, cap, stream))
+#endif
+    launch_dkdv_default<D, T>(p, cap, stream);
 
   if (p.deterministic) {
     constexpr size_t q_smem = size_t(2 * kBrQ + 4 * C::kBcQ) * D * sizeof(T);

@@ -67,6 +67,9 @@ constexpr int kPairs = kWarps / 2;
 
 // Shared memory: Q, K, V tiles (swizzled, D wide), then per pair and half the P~ tile (32 x 32,
 // swizzled 32 wide) and 32 floats of row statistics (the partial max, and at the end the row sum).
+static_assert(fa2_forward_shape(D).warp_pairs && fa2_forward_shape(D).warps == kWarps &&
+                  fa2_forward_shape(D).block_m() == kBr && fa2_forward_shape(D).block_n == kBc,
+              "shapes.hpp's fa2_forward_shape(256) must describe this kernel");
 constexpr int kTileElems = (kBr + 2 * kBc) * D;
 constexpr int kPElems = kPairs * 2 * kPairRows * kHalfKeys;
 constexpr size_t kSmemBytes = size_t(kTileElems + kPElems) * 2 + kPairs * 2 * kPairRows * sizeof(float);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "flashlab/error.hpp"
+#include "shapes.hpp"
 
 namespace flashlab::sim {
 namespace {
@@ -85,7 +86,7 @@ int64_t fa1_splits(double batch_heads, double sms, double ctas_per_sm) {
   return 1;
 }
 
-KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, bool backward, int64_t block_m,
+KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool backward, int64_t block_m,
                          int64_t block_n) {
   const int64_t d = std::max(p.head_dim, p.dv()), e = bytes_per_element(p.dtype);
   KernelShape s;
@@ -102,6 +103,12 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, bool bac
       // (d <= 128) or 64 x 64, 8 warps. The forward gives a warp 32 query rows up to d = 128 and 16
       // above (where the O accumulator alone fills half its registers), so its warps follow Br.
       s.tiling = backward ? tiled::Tiling{64, d <= 128 ? 128 : 64} : tiled::Tiling{128, d <= 64 ? 128 : 64};
+      if (impl == Impl::flashlab && !backward) {
+        if (const int padded = gpu::fa2_padded_head_dim(int(d)); padded > 0) {
+          const gpu::Fa2ForwardShape k = gpu::fa2_forward_shape(padded);
+          s.tiling = tiled::Tiling{k.block_m(), k.block_n};
+        }
+      }
       if (!backward && block_m > 0) s.tiling.Br = block_m;
       if (!backward && block_n > 0) s.tiling.Bc = block_n;
       s.threads = backward ? 256 : 32.0 * std::max<int64_t>(1, s.tiling.Br / (d <= 128 ? 32 : 16));

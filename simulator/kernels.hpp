@@ -52,7 +52,9 @@ struct ElementCost {
 
 // Throws flashlab::Error when the tiles do not fit the GPU's shared memory, or the algorithm's
 // instructions do not exist on it (fa3 without wgmma).
-KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, bool backward, int64_t block_m, int64_t block_n);
+// impl flashlab: fa2's forward takes gpu/shapes.hpp's fa2_forward_shape, the shape its launcher instantiates.
+KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool backward, int64_t block_m,
+                         int64_t block_n);
 ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const KernelShape& shape);
 
 // FA3 needs wgmma and TMA (Hopper): presets without a wgmma path cannot run it. Empty when it can,

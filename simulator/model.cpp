@@ -66,7 +66,7 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   const Impl impl = (o.impl == Impl::flashlab && algo == Algo::fa2) || (o.impl == Impl::cudnn && algo == Algo::fa3)
                         ? o.impl
                         : Impl::upstream;
-  KernelShape shape = kernel_shape(p, g, algo, backward, o.block_m, o.block_n);
+  KernelShape shape = kernel_shape(p, g, algo, impl, backward, o.block_m, o.block_n);
   if (impl == Impl::cudnn) shape.persistent = false;
   const bool reverse = impl == Impl::upstream;
   const ElementCost unit = element_cost(p, g, algo, backward, shape);
