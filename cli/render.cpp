@@ -33,7 +33,7 @@ std::string render_grid(const tiled::Stepper& st) {
   for (int64_t i = 0; i < shown_r; ++i) {
     o << "  ";
     for (int64_t j = 0; j < shown_c; ++j) {
-      const int64_t k = s.order() == tiled::Order::fa2 ? i * s.Tc() + j : j * s.Tr() + i;
+      const int64_t k = s.step_of(i, j);
       if (s.classify(i, j) == tiled::TileKind::skipped) o << ' ';
       else if (k == current) o << '@';
       else o << (k < current ? '#' : '.');

@@ -287,3 +287,39 @@ TEST_CASE("tiled FA2 forward keeps memory O(N): only the schedule's block ranges
   CHECK(s.steps() == (65536 / kCpuDefault.Br) * (65536 / kCpuDefault.Bc));
   CHECK(s.step(s.steps() - 1).i == s.Tr() - 1);  // any step is computed on demand, none stored
 }
+
+TEST_CASE("the Schedule owns traversal: step <-> tile round trips, and the lines a pass visits") {
+  Problem p;
+  p.seqlen_q = 200;
+  p.seqlen_k = 520;
+  p.head_dim = 32;
+  p.causal = true;  // bottom-right aligned
+  p.dtype = DType::fp32;
+  Problem tall = p;  // more queries than keys: the first 320 query rows see no key at all
+  tall.seqlen_q = 520;
+  tall.seqlen_k = 200;
+  for (const Problem& q : {p, tall})
+    for (Order o : {Order::fa1, Order::fa2, Order::backward, Order::fa1_backward}) {
+      const Schedule s(q, 0, {64, 48}, o);
+      CAPTURE(to_string(o));
+      CHECK(s.q_outer() == (o == Order::fa2));
+      CHECK(s.outer_blocks() * s.inner_blocks() == s.steps());
+      for (int64_t k = 0; k < s.steps(); ++k) {
+        const auto t = s.tile_of(k);
+        CHECK(s.step_of(t.i, t.j) == k);
+        const TileStep st = s.step(k);
+        CHECK((st.i == t.i && st.j == t.j));
+      }
+    }
+  // FA2's forward visits the last tile of a Q block that sees nothing, to write its O_i and LSE_i.
+  const Schedule f(tall, 0, {64, 48}, Order::fa2);
+  CHECK(f.visible(0).begin == f.visible(0).end);
+  CHECK((f.visited(0).begin == f.Tc() - 1 && f.visited(0).end == f.Tc()));
+  const TileStep last = f.step(f.step_of(0, f.Tc() - 1));
+  CHECK(last.kind == TileKind::skipped);
+  bool stores_o = false;
+  for (const Transfer& t : last) stores_o |= t.store && t.tensor == TensorId::O;
+  CHECK(stores_o);
+  const int64_t i = f.Tr() - 1;  // a Q block that sees keys visits exactly them
+  CHECK((f.visited(i).begin == f.kv_begin(i) && f.visited(i).end == f.kv_end(i)));
+}

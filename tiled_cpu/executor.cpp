@@ -484,9 +484,8 @@ ForwardResult forward(const Problem& p, const Tensor& q, const Tensor& k, const 
       const Schedule& sch = run.schedule();
       const int64_t i = tasks[t].second;
       Sram sram;
-      const bool empty = sch.kv_begin(i) == sch.kv_end(i);
-      const int64_t j0 = empty ? sch.Tc() - 1 : sch.kv_begin(i), j1 = empty ? sch.Tc() : sch.kv_end(i);
-      for (int64_t j = j0; j < j1; ++j) run.run_step(sch.step(i * sch.Tc() + j), sram, nullptr);
+      const Schedule::Range line = sch.visited(i);
+      for (int64_t j = line.begin; j < line.end; ++j) run.run_step(sch.step(sch.step_of(i, j)), sram, nullptr);
     });
   } else if (heads >= parallel_threads()) {  // FA1 with enough heads: one task per head, in literal order
     parallel_for(heads, [&](int64_t bh) {
@@ -501,15 +500,15 @@ ForwardResult forward(const Problem& p, const Tensor& q, const Tensor& k, const 
       const Schedule& sch = run.schedule();
       run.prologue(nullptr);
       for (int64_t j = 0; j < sch.Tc(); ++j) {
-        const int64_t i0 = sch.q_begin(j), i1 = sch.q_end(j);
+        const auto [i0, i1] = sch.visited(j);
         if (i0 >= i1) continue;
         Sram shared;
-        run.run_step(sch.step(j * sch.Tr() + i0), shared, nullptr);  // loads K_j, V_j
+        run.run_step(sch.step(sch.step_of(i0, j)), shared, nullptr);  // loads K_j, V_j
         parallel_for(i1 - i0 - 1, [&](int64_t n) {
           Sram local;
           local.K = shared.K;
           local.V = shared.V;
-          run.run_step(sch.step(j * sch.Tr() + i0 + 1 + n), local, nullptr);
+          run.run_step(sch.step(sch.step_of(i0 + 1 + n, j)), local, nullptr);
         });
       }
       run.epilogue(nullptr);

@@ -101,13 +101,9 @@ TileKind Schedule::classify(int64_t i, int64_t j) const {
 TileStep Schedule::step(int64_t k) const {
   TileStep s;
   s.index = k;
-  if (order_ == Order::fa2) {
-    s.i = k / Tc_;
-    s.j = k % Tc_;
-  } else {
-    s.i = k % Tr_;
-    s.j = k / Tr_;
-  }
+  const Tile t = tile_of(k);
+  s.i = t.i;
+  s.j = t.j;
   s.row0 = s.i * tiling_.Br;
   s.rows = q_rows(s.i);
   s.col0 = s.j * tiling_.Bc;
@@ -133,7 +129,7 @@ void Schedule::add_step_transfers(TileStep& s) const {
         kv_block(TensorId::K, false, d * e);
         kv_block(TensorId::V, false, dv * e);
       }
-      const bool last = computed ? s.j == kv_end(s.i) - 1 : (kv_begin(s.i) == kv_end(s.i) && s.j == Tc_ - 1);
+      const bool last = s.j == visited(s.i).end - 1;  // the step that writes O_i and LSE_i
       if (last) {  // a Q block that sees nothing still writes O = 0 and LSE = -inf
         q_block(TensorId::O, true, dv * e);
         q_block(TensorId::LSE, true, 4);

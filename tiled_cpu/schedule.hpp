@@ -21,8 +21,10 @@
 //                    writes dQ_i back (in the input precision); D_i is computed
 //                    on chip from dO_i and O_i.
 //
-// Step index k maps to a tile in O(1): fa2: (i, j) = (k / Tc, k % Tc);
-// the others: (i, j) = (k % Tr, k / Tr).
+// Traversal belongs to the schedule alone: which axis the outer loop walks,
+// step index <-> tile (i, j), and the steps a pass visits on each outer line
+// (step_of, tile_of, outer_blocks, visited). Nothing outside computes a tile
+// index from a step number.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -94,6 +96,30 @@ class Schedule {
 
   TileStep step(int64_t k) const;
   TileKind classify(int64_t i, int64_t j) const;
+
+  // ---- traversal ----
+  // FA2's forward walks Q blocks in the outer loop; FA1 and both backward orders walk K/V blocks.
+  bool q_outer() const { return order_ == Order::fa2; }
+  int64_t outer_blocks() const { return q_outer() ? Tr_ : Tc_; }
+  int64_t inner_blocks() const { return q_outer() ? Tc_ : Tr_; }
+  int64_t step_of(int64_t i, int64_t j) const { return q_outer() ? i * Tc_ + j : j * Tr_ + i; }
+  struct Tile {
+    int64_t i, j;
+  };
+  Tile tile_of(int64_t k) const { return q_outer() ? Tile{k / Tc_, k % Tc_} : Tile{k % Tr_, k / Tr_}; }
+  // The inner blocks of outer line o that have visible elements: [begin, end), no holes.
+  struct Range {
+    int64_t begin, end;
+  };
+  Range visible(int64_t o) const {
+    return q_outer() ? Range{kv_begin(o), kv_end(o)} : Range{q_begin(o), q_end(o)};
+  }
+  // The inner blocks a pass runs on line o: the visible ones, except that FA2's forward still visits
+  // the last tile of a Q block that sees nothing, to write its O_i (zeros) and LSE_i.
+  Range visited(int64_t o) const {
+    const Range r = visible(o);
+    return q_outer() && r.begin == r.end ? Range{Tc_ - 1, Tc_} : r;
+  }
 
   // The non-skipped K/V blocks of Q block i are [kv_begin(i), kv_end(i)), and
   // the non-skipped Q blocks of K/V block j are [q_begin(j), q_end(j)):

@@ -253,7 +253,7 @@ void DrawGrid(Walk& w, ImVec2 avail) {
   const tiled::Stepper& st = *w.stepper;
   const tiled::Schedule& s = st.schedule();
   const int64_t Tr = s.Tr(), Tc = s.Tc();
-  const bool q_outer = s.order() == Order::fa2;
+  const bool q_outer = s.q_outer();  // which axis the walk's outer loop takes: the Schedule says
   const float margin = 28;  // room for the axis labels
   const float cell = std::max(0.05f, std::min((avail.x - margin) / Tc, (avail.y - margin) / Tr));
   const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -268,7 +268,7 @@ void DrawGrid(Walk& w, ImVec2 avail) {
   const tiled::TileStep cur = started ? s.step(pos - 1) : tiled::TileStep{};
   const int64_t co = started ? (q_outer ? cur.i : cur.j) : -1;  // current outer line
   const int64_t ci = started ? (q_outer ? cur.j : cur.i) : -1;  // current place in it
-  const int64_t outer = q_outer ? Tr : Tc, inner = q_outer ? Tc : Tr;
+  const int64_t outer = s.outer_blocks(), inner = s.inner_blocks();
 
   // Lines [o0, o1) from a to z along the line, in colour c.
   auto rect = [&](int64_t o0, int64_t o1, int64_t a, int64_t z, Rgb c) {
@@ -284,8 +284,8 @@ void DrawGrid(Walk& w, ImVec2 avail) {
     bool operator==(const Line&) const = default;
   };
   auto line_at = [&](int64_t o) {
-    const int64_t b = q_outer ? s.kv_begin(o) : s.q_begin(o);
-    const int64_t e = std::max(b, q_outer ? s.kv_end(o) : s.q_end(o));
+    const auto [b, end] = s.visible(o);
+    const int64_t e = std::max(b, end);
     return Line{b, e, o < co ? inner : (o == co ? ci + 1 : 0)};
   };
   auto range = [&](int64_t o0, int64_t o1, int64_t a, int64_t z, int64_t split, Rgb done, Rgb pending) {
@@ -342,7 +342,7 @@ void DrawGrid(Walk& w, ImVec2 avail) {
     const ImVec2 mp = ImGui::GetIO().MousePos;
     const int64_t j = static_cast<int64_t>((mp.x - p0.x) / cell), i = static_cast<int64_t>((mp.y - p0.y) / cell);
     if (i >= 0 && i < Tr && j >= 0 && j < Tc) {
-      const int64_t k = q_outer ? i * Tc + j : j * Tr + i;
+      const int64_t k = s.step_of(i, j);
       const TileKind kind = s.classify(i, j);
       const char* state = k == pos - 1 ? "current (in SRAM)" : (k < pos - 1 ? "done" : "pending");
       ImGui::SetTooltip("tile (i=%lld, j=%lld): query rows %lld..%lld x keys %lld..%lld\n%s, step %lld of the "

@@ -252,9 +252,8 @@ int main(int argc, char** argv) {
                   "current tile (" + std::to_string(t.i) + "," + std::to_string(t.j) + ")");
     if (cw >= 10) {  // other tiles' centres are clear of borders and outlines
       const tiled::Schedule& sc = st->schedule();
-      const bool q_outer = order == tiled::Order::fa2;
       for (auto [i, j] : {std::pair<int64_t, int64_t>{0, 0}, {0, sc.Tc() - 1}, {sc.Tr() - 1, 0}, {sc.Tr() - 1, sc.Tc() - 1}}) {
-        const int64_t k = q_outer ? i * sc.Tc() + j : j * sc.Tr() + i;
+        const int64_t k = sc.step_of(i, j);
         if (k == t.index) continue;
         const bool skipped = sc.classify(i, j) == tiled::TileKind::skipped, before = k < t.index;
         const viz::Rgb want = skipped ? (before ? viz::kSkippedDone : viz::kSkipped) : (before ? viz::kDone : viz::kPending);
