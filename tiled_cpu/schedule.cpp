@@ -113,83 +113,93 @@ TileStep Schedule::step(int64_t k) const {
   return s;
 }
 
-void Schedule::add_step_transfers(TileStep& s) const {
-  const int64_t d = problem_.head_dim, dv = problem_.dv(), e = elem_;
-  auto add = [&s](TensorId t, bool store, int64_t row0, int64_t rows, int64_t bytes) {
-    s.transfers[s.count++] = Transfer{t, store, row0, rows, bytes};
-  };
-  const bool computed = s.kind != TileKind::skipped;
-  auto q_block = [&](TensorId t, bool store, int64_t width_bytes) { add(t, store, s.row0, s.rows, s.rows * width_bytes); };
-  auto kv_block = [&](TensorId t, bool store, int64_t width_bytes) { add(t, store, s.col0, s.cols, s.cols * width_bytes); };
+namespace {
 
-  switch (order_) {
-    case Order::fa2: {
-      if (computed && s.j == kv_begin(s.i)) q_block(TensorId::Q, false, d * e);
-      if (computed) {
-        kv_block(TensorId::K, false, d * e);
-        kv_block(TensorId::V, false, dv * e);
-      }
-      const bool last = s.j == visited(s.i).end - 1;  // the step that writes O_i and LSE_i
-      if (last) {  // a Q block that sees nothing still writes O = 0 and LSE = -inf
-        q_block(TensorId::O, true, dv * e);
-        q_block(TensorId::LSE, true, 4);
-      }
-      break;
+// When in the walk of one outer line a transfer happens. An `every` rule moves the inner block of each
+// computed step (FA2: K_j, V_j of Q block i's line); the others move the line's own block (FA2: Q_i,
+// O_i; FA1 and the backward: K_j, V_j, dK_j, dV_j).
+enum class When {
+  every,         // each computed step
+  first,         // the line's first computed step
+  last,          // the line's last computed step
+  last_visited,  // the line's last visited step, even for a line with nothing visible (it writes zeros)
+};
+// Bytes per row: d or dv elements in the storage dtype, one fp32, or a row of dQ's fp32 accumulator.
+enum class Width { d, dv, f32, d_f32 };
+struct Rule {
+  TensorId tensor;
+  bool store;
+  When when;
+  Width width;
+};
+
+// One table per order: add_step_transfers and closed_form both read it, so the bytes a walk moves and
+// the bytes the closed form counts are one description.
+const std::vector<Rule>& rules_of(Order o) {
+  using T = TensorId;
+  static const std::vector<Rule> fa2{  // Q_i outer: O_i, l_i, m_i on chip, O_i and LSE_i written once
+      {T::Q, false, When::first, Width::d},        {T::K, false, When::every, Width::d},
+      {T::V, false, When::every, Width::dv},       {T::O, true, When::last_visited, Width::dv},
+      {T::LSE, true, When::last_visited, Width::f32}};
+  static const std::vector<Rule> fa1{  // Algorithm 1: K_j outer; O_i, l_i, m_i read and written every step
+      {T::K, false, When::first, Width::d},  {T::V, false, When::first, Width::dv}, {T::Q, false, When::every, Width::d},
+      {T::O, false, When::every, Width::dv}, {T::l, false, When::every, Width::f32}, {T::m, false, When::every, Width::f32},
+      {T::O, true, When::every, Width::dv},  {T::l, true, When::every, Width::f32},  {T::m, true, When::every, Width::f32}};
+  static const std::vector<Rule> backward{  // FA2 backward: K_j outer; dQ's fp32 accumulator read and written
+      {T::K, false, When::first, Width::d},       {T::V, false, When::first, Width::dv},
+      {T::Q, false, When::every, Width::d},       {T::dO, false, When::every, Width::dv},
+      {T::LSE, false, When::every, Width::f32},   {T::D, false, When::every, Width::f32},
+      {T::dQ, false, When::every, Width::d_f32},  {T::dQ, true, When::every, Width::d_f32},
+      {T::dK, true, When::last_visited, Width::d}, {T::dV, true, When::last_visited, Width::dv}};
+  static const std::vector<Rule> fa1_backward{  // Algorithm 4: dQ_i read and written back every step
+      {T::K, false, When::first, Width::d},   {T::V, false, When::first, Width::dv},  {T::Q, false, When::every, Width::d},
+      {T::O, false, When::every, Width::dv},  {T::dO, false, When::every, Width::dv}, {T::dQ, false, When::every, Width::d},
+      {T::l, false, When::every, Width::f32}, {T::m, false, When::every, Width::f32}, {T::dQ, true, When::every, Width::d},
+      {T::dK, true, When::last, Width::d},    {T::dV, true, When::last, Width::dv}};
+  switch (o) {
+    case Order::fa2: return fa2;
+    case Order::fa1: return fa1;
+    case Order::backward: return backward;
+    case Order::fa1_backward: return fa1_backward;
+  }
+  return fa2;
+}
+
+}  // namespace
+
+int64_t Schedule::row_bytes(int w) const {
+  switch (static_cast<Width>(w)) {
+    case Width::d: return problem_.head_dim * elem_;
+    case Width::dv: return problem_.dv() * elem_;
+    case Width::f32: return 4;
+    case Width::d_f32: return problem_.head_dim * 4;
+  }
+  return 0;
+}
+
+bool Schedule::writes_at_line_end() const {
+  for (const Rule& r : rules_of(order_))
+    if (r.when == When::last_visited) return true;
+  return false;
+}
+
+void Schedule::add_step_transfers(TileStep& s) const {
+  const bool computed = s.kind != TileKind::skipped;
+  const int64_t line = q_outer() ? s.i : s.j, x = q_outer() ? s.j : s.i;  // x: the step's place on its line
+  const Range vis = visible(line), walk = visited(line);
+  for (const Rule& r : rules_of(order_)) {
+    bool fires = false;
+    switch (r.when) {
+      case When::every: fires = computed; break;
+      case When::first: fires = computed && x == vis.begin; break;
+      case When::last: fires = computed && x == vis.end - 1; break;
+      case When::last_visited: fires = x == walk.end - 1; break;
     }
-    case Order::fa1: {
-      if (!computed) break;
-      if (s.i == q_begin(s.j)) {
-        kv_block(TensorId::K, false, d * e);
-        kv_block(TensorId::V, false, dv * e);
-      }
-      q_block(TensorId::Q, false, d * e);
-      q_block(TensorId::O, false, dv * e);
-      q_block(TensorId::l, false, 4);
-      q_block(TensorId::m, false, 4);
-      q_block(TensorId::O, true, dv * e);
-      q_block(TensorId::l, true, 4);
-      q_block(TensorId::m, true, 4);
-      break;
-    }
-    case Order::backward: {
-      if (computed && s.i == q_begin(s.j)) {
-        kv_block(TensorId::K, false, d * e);
-        kv_block(TensorId::V, false, dv * e);
-      }
-      if (computed) {
-        q_block(TensorId::Q, false, d * e);
-        q_block(TensorId::dO, false, dv * e);
-        q_block(TensorId::LSE, false, 4);
-        q_block(TensorId::D, false, 4);
-        q_block(TensorId::dQ, false, d * 4);  // fp32 accumulator: read, add dS_ij K_j, write back
-        q_block(TensorId::dQ, true, d * 4);
-      }
-      const bool last = computed ? s.i == q_end(s.j) - 1 : (q_begin(s.j) == q_end(s.j) && s.i == Tr_ - 1);
-      if (last) {  // a K/V block nobody sees still writes dK = dV = 0
-        kv_block(TensorId::dK, true, d * e);
-        kv_block(TensorId::dV, true, dv * e);
-      }
-      break;
-    }
-    case Order::fa1_backward: {
-      if (!computed) break;
-      if (s.i == q_begin(s.j)) {
-        kv_block(TensorId::K, false, d * e);
-        kv_block(TensorId::V, false, dv * e);
-      }
-      q_block(TensorId::Q, false, d * e);
-      q_block(TensorId::O, false, dv * e);
-      q_block(TensorId::dO, false, dv * e);
-      q_block(TensorId::dQ, false, d * e);
-      q_block(TensorId::l, false, 4);
-      q_block(TensorId::m, false, 4);
-      q_block(TensorId::dQ, true, d * e);
-      if (s.i == q_end(s.j) - 1) {
-        kv_block(TensorId::dK, true, d * e);
-        kv_block(TensorId::dV, true, dv * e);
-      }
-      break;
-    }
+    if (!fires) continue;
+    // `every` moves the inner block; the others the line's own block.
+    const bool q_rows_moved = (r.when == When::every) != q_outer();
+    const int64_t row0 = q_rows_moved ? s.row0 : s.col0, rows = q_rows_moved ? s.rows : s.cols;
+    s.transfers[s.count++] = Transfer{r.tensor, r.store, row0, rows, rows * row_bytes(static_cast<int>(r.width))};
   }
 }
 
@@ -238,78 +248,28 @@ int64_t Schedule::computed_elements() const {
 }
 
 ByteCounts Schedule::closed_form() const {
-  const int64_t d = problem_.head_dim, dv = problem_.dv(), e = elem_;
-  const int64_t Br = tiling_.Br, Bc = tiling_.Bc;
   // Rows covered by blocks [a, b) of a dimension of length n split by B.
   auto rows_in = [](int64_t a, int64_t b, int64_t B, int64_t n) { return a >= b ? 0 : std::min(b * B, n) - a * B; };
   ByteCounts c;
-  auto L = [&c](TensorId t, int64_t bytes) { c.load[static_cast<int>(t)] += bytes; };
-  auto S = [&c](TensorId t, int64_t bytes) { c.store[static_cast<int>(t)] += bytes; };
   for (const Transfer& t : prologue()) c.add(t);
   for (const Transfer& t : epilogue()) c.add(t);
-
-  switch (order_) {
-    case Order::fa2:
-      for (int64_t i = 0; i < Tr_; ++i) {
-        const int64_t kv = rows_in(kv_begin(i), kv_end(i), Bc, sk_);  // key rows this Q block reads
-        if (kv > 0) L(TensorId::Q, q_rows(i) * d * e);
-        L(TensorId::K, kv * d * e);
-        L(TensorId::V, kv * dv * e);
+  const std::vector<Rule>& rules = rules_of(order_);
+  for (int64_t line = 0; line < outer_blocks(); ++line) {
+    const Range vis = visible(line);
+    const bool seen = vis.begin < vis.end;
+    const int64_t own = q_outer() ? q_rows(line) : kv_rows(line);  // the line's own block
+    const int64_t inner = q_outer() ? rows_in(vis.begin, vis.end, tiling_.Bc, sk_)  // inner rows it meets
+                                    : rows_in(vis.begin, vis.end, tiling_.Br, sq_);
+    for (const Rule& r : rules) {
+      int64_t rows = 0;
+      switch (r.when) {
+        case When::every: rows = inner; break;
+        case When::first:
+        case When::last: rows = seen ? own : 0; break;
+        case When::last_visited: rows = own; break;  // every line, seen or not
       }
-      S(TensorId::O, sq_ * dv * e);
-      S(TensorId::LSE, sq_ * 4);
-      break;
-    case Order::fa1:
-      for (int64_t j = 0; j < Tc_; ++j) {
-        const int64_t q = rows_in(q_begin(j), q_end(j), Br, sq_);  // query rows that meet K/V block j
-        if (q > 0) {
-          L(TensorId::K, kv_rows(j) * d * e);
-          L(TensorId::V, kv_rows(j) * dv * e);
-        }
-        L(TensorId::Q, q * d * e);
-        L(TensorId::O, q * dv * e);
-        L(TensorId::l, q * 4);
-        L(TensorId::m, q * 4);
-        S(TensorId::O, q * dv * e);
-        S(TensorId::l, q * 4);
-        S(TensorId::m, q * 4);
-      }
-      break;
-    case Order::backward:
-      for (int64_t j = 0; j < Tc_; ++j) {
-        const int64_t q = rows_in(q_begin(j), q_end(j), Br, sq_);
-        if (q > 0) {
-          L(TensorId::K, kv_rows(j) * d * e);
-          L(TensorId::V, kv_rows(j) * dv * e);
-        }
-        L(TensorId::Q, q * d * e);
-        L(TensorId::dO, q * dv * e);
-        L(TensorId::LSE, q * 4);
-        L(TensorId::D, q * 4);
-        L(TensorId::dQ, q * d * 4);
-        S(TensorId::dQ, q * d * 4);
-      }
-      S(TensorId::dK, sk_ * d * e);
-      S(TensorId::dV, sk_ * dv * e);
-      break;
-    case Order::fa1_backward:
-      for (int64_t j = 0; j < Tc_; ++j) {
-        const int64_t q = rows_in(q_begin(j), q_end(j), Br, sq_);
-        if (q > 0) {
-          L(TensorId::K, kv_rows(j) * d * e);
-          L(TensorId::V, kv_rows(j) * dv * e);
-          S(TensorId::dK, kv_rows(j) * d * e);
-          S(TensorId::dV, kv_rows(j) * dv * e);
-        }
-        L(TensorId::Q, q * d * e);
-        L(TensorId::O, q * dv * e);
-        L(TensorId::dO, q * dv * e);
-        L(TensorId::dQ, q * d * e);
-        L(TensorId::l, q * 4);
-        L(TensorId::m, q * 4);
-        S(TensorId::dQ, q * d * e);
-      }
-      break;
+      (r.store ? c.store : c.load)[static_cast<int>(r.tensor)] += rows * row_bytes(static_cast<int>(r.width));
+    }
   }
   return c;
 }

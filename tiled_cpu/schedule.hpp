@@ -116,10 +116,14 @@ class Schedule {
   }
   // The inner blocks a pass runs on line o: the visible ones, except that FA2's forward still visits
   // the last tile of a Q block that sees nothing, to write its O_i (zeros) and LSE_i.
+  // The inner blocks a pass runs on line o: the visible ones, except that an order which writes the
+  // line's outputs at its end (FA2's forward: O_i, LSE_i; the backward: dK_j, dV_j) still visits the last
+  // tile of a line that sees nothing, to write zeros (and LSE = -inf).
   Range visited(int64_t o) const {
     const Range r = visible(o);
-    return q_outer() && r.begin == r.end ? Range{Tc_ - 1, Tc_} : r;
+    return r.begin == r.end && writes_at_line_end() ? Range{inner_blocks() - 1, inner_blocks()} : r;
   }
+  bool writes_at_line_end() const;
 
   // The non-skipped K/V blocks of Q block i are [kv_begin(i), kv_end(i)), and
   // the non-skipped Q blocks of K/V block j are [q_begin(j), q_end(j)):
@@ -148,6 +152,7 @@ class Schedule {
 
  private:
   void add_step_transfers(TileStep& s) const;
+  int64_t row_bytes(int width) const;  // bytes per row of a rule's Width (schedule.cpp)
 
   Problem problem_;
   int64_t b_;
