@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "flashlab/enum_names.hpp"
 #include "flashlab/error.hpp"
 #include "shapes.hpp"
 
@@ -51,20 +52,10 @@ double gemm_operand_bytes(double M, double N, double K, double Wm, double Wn, do
 
 }  // namespace
 
-std::string to_string(Impl impl) {
-  switch (impl) {
-    case Impl::upstream: return "upstream";
-    case Impl::flashlab: return "flashlab";
-    case Impl::cudnn: return "cudnn";
-  }
-  return "?";
-}
+static const EnumNames<Impl, 3> kImplNames{{Impl::upstream, "upstream"}, {Impl::flashlab, "flashlab"}, {Impl::cudnn, "cudnn"}};
 
-Impl parse_impl(const std::string& name) {
-  for (Impl i : {Impl::upstream, Impl::flashlab, Impl::cudnn})
-    if (name == to_string(i)) return i;
-  throw Error("unknown kernel '" + name + "': expected upstream, flashlab or cudnn");
-}
+std::string to_string(Impl impl) { return enum_name(kImplNames, impl); }
+Impl parse_impl(const std::string& name) { return enum_parse(kImplNames, name, "kernel"); }
 
 std::string fa3_unavailable(const GpuSpec& g) {
   if (g.wgmma_fraction > 0) return "";

@@ -3,22 +3,17 @@
 #include <algorithm>
 #include <cmath>
 
+#include "flashlab/enum_names.hpp"
 #include "flashlab/error.hpp"
 #include "grids.hpp"
 #include "schedule.hpp"
 
 namespace flashlab::sim {
 
-std::string to_string(Algo algo) {
-  switch (algo) {
-    case Algo::standard: return "standard";
-    case Algo::math: return "math";
-    case Algo::fa1: return "fa1";
-    case Algo::fa2: return "fa2";
-    case Algo::fa3: return "fa3";
-  }
-  return "?";
-}
+static const EnumNames<Algo, 5> kAlgoNames{
+    {Algo::standard, "standard"}, {Algo::math, "math"}, {Algo::fa1, "fa1"}, {Algo::fa2, "fa2"}, {Algo::fa3, "fa3"}};
+
+std::string to_string(Algo algo) { return enum_name(kAlgoNames, algo); }
 
 std::vector<Algo> parse_algos(const std::string& name, const GpuSpec* gpu, std::string* note) {
   if (name == "all") {
@@ -30,12 +25,9 @@ std::vector<Algo> parse_algos(const std::string& name, const GpuSpec* gpu, std::
     }
     return all;
   }
-  for (Algo a : {Algo::standard, Algo::math, Algo::fa1, Algo::fa2, Algo::fa3})
-    if (name == to_string(a)) {
-      if (a == Algo::fa3 && gpu && !fa3_unavailable(*gpu).empty()) throw Error("--algo fa3: " + fa3_unavailable(*gpu));
-      return {a};
-    }
-  throw Error("unknown algorithm '" + name + "': expected standard, math, fa1, fa2, fa3 or all");
+  const Algo a = enum_parse(kAlgoNames, name, "algorithm (or all)");
+  if (a == Algo::fa3 && gpu && !fa3_unavailable(*gpu).empty()) throw Error("--algo fa3: " + fa3_unavailable(*gpu));
+  return {a};
 }
 
 namespace {

@@ -2,36 +2,21 @@
 
 #include <algorithm>
 
+#include "flashlab/enum_names.hpp"
 #include "flashlab/error.hpp"
 
 namespace flashlab::tiled {
 
-std::string to_string(Order order) {
-  switch (order) {
-    case Order::fa1: return "fa1";
-    case Order::fa2: return "fa2";
-    case Order::backward: return "backward";
-    case Order::fa1_backward: return "fa1-bwd";
-  }
-  return "?";
-}
+static const EnumNames<Order, 6> kOrderNames{{Order::fa1, "fa1"},           {Order::fa2, "fa2"},
+                                             {Order::backward, "bwd"},       {Order::fa1_backward, "fa1-bwd"},
+                                             {Order::backward, "backward"},  {Order::fa1_backward, "fa1_backward"}};
+static const EnumNames<TileKind, 3> kTileKindNames{
+    {TileKind::full, "full"}, {TileKind::partial, "partial"}, {TileKind::skipped, "skipped"}};
 
-Order parse_order(const std::string& name) {
-  if (name == "fa1") return Order::fa1;
-  if (name == "fa2") return Order::fa2;
-  if (name == "backward" || name == "bwd") return Order::backward;
-  if (name == "fa1-bwd" || name == "fa1_backward") return Order::fa1_backward;
-  throw Error("unknown order '" + name + "': expected fa1, fa2, bwd or fa1-bwd");
-}
-
-std::string to_string(TileKind kind) {
-  switch (kind) {
-    case TileKind::full: return "full";
-    case TileKind::partial: return "partial";
-    case TileKind::skipped: return "skipped";
-  }
-  return "?";
-}
+// "backward" is how the tool has always printed the FA2 backward order; "bwd" is what users type.
+std::string to_string(Order order) { return order == Order::backward ? "backward" : enum_name(kOrderNames, order); }
+Order parse_order(const std::string& name) { return enum_parse(kOrderNames, name, "order"); }
+std::string to_string(TileKind kind) { return enum_name(kTileKindNames, kind); }
 
 std::string to_string(TensorId t) {
   static const char* names[] = {"Q", "K", "V", "O", "l", "m", "LSE", "dO", "D", "dQ", "dK", "dV"};

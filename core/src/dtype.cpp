@@ -4,25 +4,15 @@
 #include <cmath>
 #include <limits>
 
+#include "flashlab/enum_names.hpp"
 #include "flashlab/error.hpp"
 
 namespace flashlab {
 
-std::string_view to_string(DType dtype) {
-  switch (dtype) {
-    case DType::fp32: return "fp32";
-    case DType::fp16: return "fp16";
-    case DType::bf16: return "bf16";
-  }
-  return "?";
-}
+static const EnumNames<DType, 3> kDTypeNames{{DType::fp32, "fp32"}, {DType::fp16, "fp16"}, {DType::bf16, "bf16"}};
 
-DType parse_dtype(std::string_view name) {
-  if (name == "fp32") return DType::fp32;
-  if (name == "fp16") return DType::fp16;
-  if (name == "bf16") return DType::bf16;
-  throw Error("unknown dtype '" + std::string(name) + "': expected fp32, fp16 or bf16");
-}
+std::string_view to_string(DType dtype) { return enum_name(kDTypeNames, dtype); }
+DType parse_dtype(std::string_view name) { return enum_parse(kDTypeNames, name, "dtype"); }
 
 // bf16 keeps the top 16 bits of an IEEE fp32. Rounding to nearest even adds
 // 0x7fff plus the lowest kept bit before truncating; NaN stays a (quiet) NaN.

@@ -1,23 +1,12 @@
 #include "flashlab/pass.hpp"
 
-#include "flashlab/error.hpp"
+#include "flashlab/enum_names.hpp"
 
 namespace flashlab {
 
-Pass parse_pass(const std::string& name) {
-  if (name == "fwd") return Pass::fwd;
-  if (name == "bwd") return Pass::bwd;
-  if (name == "fwd+bwd") return Pass::fwd_bwd;
-  throw Error("unknown pass '" + name + "': expected fwd, bwd or fwd+bwd");
-}
+static const EnumNames<Pass, 3> kPassNames{{Pass::fwd, "fwd"}, {Pass::bwd, "bwd"}, {Pass::fwd_bwd, "fwd+bwd"}};
 
-std::string to_string(Pass pass) {
-  switch (pass) {
-    case Pass::fwd: return "fwd";
-    case Pass::bwd: return "bwd";
-    case Pass::fwd_bwd: return "fwd+bwd";
-  }
-  return "?";
-}
+Pass parse_pass(const std::string& name) { return enum_parse(kPassNames, name, "pass"); }
+std::string to_string(Pass pass) { return enum_name(kPassNames, pass); }
 
 }  // namespace flashlab
