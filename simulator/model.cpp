@@ -25,9 +25,12 @@ std::vector<Algo> parse_algos(const std::string& name, const GpuSpec* gpu, std::
     }
     return all;
   }
-  const Algo a = enum_parse(kAlgoNames, name, "algorithm (or all)");
-  if (a == Algo::fa3 && gpu && !fa3_unavailable(*gpu).empty()) throw Error("--algo fa3: " + fa3_unavailable(*gpu));
-  return {a};
+  for (const auto& [a, text] : kAlgoNames)
+    if (name == text) {
+      if (a == Algo::fa3 && gpu && !fa3_unavailable(*gpu).empty()) throw Error("--algo fa3: " + fa3_unavailable(*gpu));
+      return {a};
+    }
+  throw Error("unknown algorithm '" + name + "': expected " + enum_choices(kAlgoNames) + ", or all");
 }
 
 namespace {
