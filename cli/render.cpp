@@ -1,5 +1,7 @@
 #include "render.hpp"
 
+#include "flashlab/format.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -7,20 +9,8 @@
 namespace flashlab::cli {
 namespace {
 
-std::string num(double x) {
-  if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", x);
-  return buf;
-}
-
-std::string bytes_str(int64_t b) {
-  char buf[32];
-  if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", b / 1048576.0);
-  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
-  return buf;
-}
+std::string num(double x) { return format_number(x, 4); }
+std::string bytes_str(double b) { return format_bytes(b); }
 
 }  // namespace
 

@@ -8,6 +8,8 @@
 //   model        roofline and speedup vs seqlen from the simulator
 #include "panels.hpp"
 
+#include "flashlab/format.hpp"
+
 #include <GLFW/glfw3.h>
 #include <imgui.h>
 
@@ -43,31 +45,10 @@ void HelpMarker(const char* desc) {
 
 ImU32 col(Rgb c, int a = 255) { return IM_COL32(c.r, c.g, c.b, a); }
 
-std::string num(double x) {
-  if (std::isnan(x)) return "nan";
-  if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.5g", x);
-  return b;
-}
-
-std::string bytes(double b) {
-  char s[32];
-  if (b >= 1e12) std::snprintf(s, sizeof s, "%.2f TB", b / 1e12);
-  else if (b >= 1e9) std::snprintf(s, sizeof s, "%.2f GB", b / 1e9);
-  else if (b >= 1e6) std::snprintf(s, sizeof s, "%.2f MB", b / 1e6);
-  else if (b >= 1e3) std::snprintf(s, sizeof s, "%.1f kB", b / 1e3);
-  else std::snprintf(s, sizeof s, "%.0f B", b);
-  return s;
-}
-
-std::string seconds(double t) {
-  char s[32];
-  if (t >= 1) std::snprintf(s, sizeof s, "%.2f s", t);
-  else if (t >= 1e-3) std::snprintf(s, sizeof s, "%.2f ms", t * 1e3);
-  else std::snprintf(s, sizeof s, "%.1f us", t * 1e6);
-  return s;
-}
+// Numbers, bytes and times as people read them: flashlab/format.hpp (binary byte units everywhere).
+std::string num(double x) { return format_number(x, 5); }
+std::string bytes(double b) { return format_bytes(b); }
+std::string seconds(double t) { return format_seconds(t); }
 
 // A matrix as one texture inside `size` (heatmap.hpp: uploaded only when the
 // step changes), with its value under the mouse read from the matrix itself.
