@@ -34,13 +34,7 @@ void add_step(CLI::App& app) {
     const tiled::Order order = tiled::parse_order(opts->order);
     const tiled::Tiling tiling{opts->br, opts->bc};
     const harness::Inputs in = harness::random_inputs(p, p.seed);
-    std::unique_ptr<tiled::Stepper> st;
-    if (tiled::is_backward(order)) {
-      const auto f = tiled::forward(p, in.q, in.k, in.v, tiling, tiled::Order::fa2);
-      st = std::make_unique<tiled::Stepper>(p, in.q, in.k, in.v, f.o, f.lse, in.d_o, tiling, 0, 0, order);
-    } else {
-      st = std::make_unique<tiled::Stepper>(p, in.q, in.k, in.v, tiling, order);
-    }
+    const std::unique_ptr<tiled::Stepper> st = tiled::make_stepper(p, in.q, in.k, in.v, in.d_o, tiling, order);
     const tiled::Schedule& s = st->schedule();
     std::cout << "problem: " << p.describe() << "\n" << tiling.describe() << ": Tr=" << s.Tr() << " Q blocks x Tc="
               << s.Tc() << " K/V blocks, " << s.tiles_skipped() << " of " << s.steps()

@@ -102,12 +102,7 @@ void add_trace(CLI::App& app) {
     std::ostream& out = opts->out.empty() ? std::cout : file;
     try {
       TraceWriter writer(out, opts->format == "csv");
-      if (tiled::is_backward(order)) {
-        const auto f = tiled::forward(p, in.q, in.k, in.v, tiling, tiled::Order::fa2);
-        tiled::backward(p, in.q, in.k, in.v, f.o, f.lse, in.d_o, tiling, &writer, order);
-      } else {
-        tiled::forward(p, in.q, in.k, in.v, tiling, order, &writer);
-      }
+      tiled::run_order(p, in.q, in.k, in.v, in.d_o, tiling, order, &writer);
     } catch (...) {
       if (!opts->out.empty()) std::filesystem::remove(tmp);
       throw;

@@ -518,6 +518,20 @@ ForwardResult forward(const Problem& p, const Tensor& q, const Tensor& k, const 
   return {std::move(buf.o), std::move(buf.lse)};
 }
 
+ForwardResult forward_for_backward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, Tiling tiling) {
+  return forward(p, q, k, v, tiling, Order::fa2);
+}
+
+void run_order(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_o, Tiling tiling,
+               Order order, Observer* observer) {
+  if (!is_backward(order)) {
+    forward(p, q, k, v, tiling, order, observer);
+    return;
+  }
+  const ForwardResult f = forward_for_backward(p, q, k, v, tiling);
+  backward(p, q, k, v, f.o, f.lse, d_o, tiling, observer, order);
+}
+
 BackwardResult backward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                         const Tensor& lse, const Tensor& d_o, Tiling tiling, Observer* obs, Order order) {
   if (!is_backward(order)) throw Error("tiled::backward takes Order::backward or Order::fa1_backward");

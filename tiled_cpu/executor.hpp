@@ -37,6 +37,12 @@ ForwardResult forward(const Problem& p, const Tensor& q, const Tensor& k, const 
 BackwardResult backward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                         const Tensor& lse, const Tensor& d_o, Tiling tiling, Observer* observer = nullptr,
                         Order order = Order::backward);
+// Any order over q, k, v (and d_o for a backward order), its events to `observer`. A backward walk reads
+// the forward's O and LSE: they come from forward_for_backward, the one place that rule is written.
+void run_order(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_o, Tiling tiling,
+               Order order, Observer* observer);
+// The O and LSE a backward walk reads: the tiled forward in FA2 order with the same tiles, unobserved.
+ForwardResult forward_for_backward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, Tiling tiling);
 
 // Everything a pass reads and writes in "HBM". Forward passes fill o and lse
 // (and FA1's running l and m); backward fills D and the fp32 accumulators.

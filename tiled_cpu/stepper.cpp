@@ -73,6 +73,13 @@ Stepper::Stepper(const Problem& p, const Tensor& q, const Tensor& k, const Tenso
   restart();
 }
 
+std::unique_ptr<Stepper> make_stepper(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                                      const Tensor& d_o, Tiling tiling, Order order) {
+  if (!is_backward(order)) return std::make_unique<Stepper>(p, q, k, v, tiling, order);
+  const ForwardResult f = forward_for_backward(p, q, k, v, tiling);
+  return std::make_unique<Stepper>(p, q, k, v, f.o, f.lse, d_o, tiling, 0, 0, order);
+}
+
 void Stepper::restart() {
   buf_ = std::make_unique<Buffers>(is_backward(order_)
                                        ? Buffers::for_backward(p_, q_, k_, v_, o_, lse_, d_o_)

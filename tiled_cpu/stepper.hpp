@@ -51,6 +51,12 @@ class Recorder : public Observer {
   void on_tile_end(const Where& w, const TileStep& s) override;
 };
 
+class Stepper;
+// A Stepper for any order over q, k, v (and d_o for a backward order): a backward walk gets the
+// forward's O and LSE from forward_for_backward (executor.hpp).
+std::unique_ptr<Stepper> make_stepper(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                                      const Tensor& d_o, Tiling tiling, Order order);
+
 class Stepper {
  public:
   // Forward (fa1 / fa2) over inputs q, k, v.

@@ -89,19 +89,11 @@ Session::Session(Settings s) : settings_(std::move(s)), problem_(settings_.probl
                 ": pick a shorter sequence or a forward order");
   gpu_ = sim::load_gpu(settings_.gpu);
   in_ = harness::random_inputs(problem_, settings_.seed);
-  if (tiled::is_backward(order)) {
-    auto f = tiled::forward(problem_, in_.q, in_.k, in_.v, tiling, Order::fa2);
-    o_ = std::move(f.o);
-    lse_ = std::move(f.lse);
-  }
   std::vector<Order> orders{order};
   if (settings_.compare) orders.push_back(partner(order));
   for (Order o : orders) {
     Walk w{o, nullptr, {}};
-    if (tiled::is_backward(o))
-      w.stepper = std::make_unique<tiled::Stepper>(problem_, in_.q, in_.k, in_.v, o_, lse_, in_.d_o, tiling, 0, 0, o);
-    else
-      w.stepper = std::make_unique<tiled::Stepper>(problem_, in_.q, in_.k, in_.v, tiling, o);
+    w.stepper = tiled::make_stepper(problem_, in_.q, in_.k, in_.v, in_.d_o, tiling, o);
     w.stepper->set_history_cap(kHistoryCap);
     walks_.push_back(std::move(w));
   }

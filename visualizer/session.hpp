@@ -125,7 +125,6 @@ class Session {
   Settings settings_;
   Problem problem_;
   harness::Inputs in_;
-  Tensor o_, lse_;  // backward: the forward's outputs
   std::vector<Walk> walks_;
   int64_t target_ = 0;
   int64_t computed_ = 0;
