@@ -1,6 +1,9 @@
 #include "problem_flags.hpp"
 
+#include <tuple>
+
 #include "flashlab/error.hpp"
+#include "flashlab/problem_spec.hpp"
 
 namespace flashlab::cli {
 
@@ -24,37 +27,22 @@ void ProblemFlags::add_to(CLI::App& app, bool with_pass, bool with_seqlen) {
 }
 
 Problem ProblemFlags::problem() const {
-  Problem p;
-  p.batch = batch;
-  p.heads_q = heads;
-  p.heads_kv = kv_heads > 0 ? kv_heads : heads;
-  if (kv_heads < 0) throw Error("invalid problem: kv-heads must be positive, got " + std::to_string(kv_heads));
+  ProblemSpec spec;
+  spec.batch = batch;
+  spec.heads = heads;
+  spec.kv_heads = kv_heads;
   const int64_t s = seqlen != 0 ? seqlen : default_seqlen;
-  p.seqlen_q = seqlen_q != 0 ? seqlen_q : s;
-  p.seqlen_k = seqlen_k != 0 ? seqlen_k : s;
-  p.head_dim = hdim;
-  p.causal = causal;
-  if (!window.empty()) {
-    const auto comma = window.find(',');
-    try {
-      if (comma == std::string::npos) throw std::invalid_argument("no comma");
-      size_t used = 0;
-      p.window_left = std::stoll(window.substr(0, comma), &used);
-      if (used != comma) throw std::invalid_argument("junk");
-      const std::string right = window.substr(comma + 1);
-      p.window_right = std::stoll(right, &used);
-      if (used != right.size()) throw std::invalid_argument("junk");
-    } catch (const std::exception&) {
-      throw Error("--window takes two integers L,R (e.g. 128,0), got '" + window + "'");
-    }
-  }
-  p.softcap = softcap;
-  p.alibi = alibi;
-  p.dropout_p = dropout;
-  p.seed = seed;
-  p.dtype = parse_dtype(dtype);
-  p.validate();
-  return p;
+  spec.seqlen_q = seqlen_q != 0 ? seqlen_q : s;
+  spec.seqlen_k = seqlen_k != 0 ? seqlen_k : s;
+  spec.hdim = hdim;
+  spec.causal = causal;
+  if (!window.empty()) std::tie(spec.window_left, spec.window_right) = parse_window(window);
+  spec.softcap = softcap;
+  spec.alibi = alibi;
+  spec.dropout = dropout;
+  spec.seed = seed;
+  spec.dtype = dtype;
+  return spec.build();
 }
 
 }  // namespace flashlab::cli

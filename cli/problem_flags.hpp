@@ -4,7 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "check.hpp"
+#include "flashlab/pass.hpp"
 #include "flashlab/problem.hpp"
 
 namespace flashlab::cli {
@@ -23,8 +23,8 @@ struct ProblemFlags {
   int64_t default_seqlen = 256;
 
   void add_to(CLI::App& app, bool with_pass = true, bool with_seqlen = true);
-  Problem problem() const;  // throws flashlab::Error
-  harness::Pass parsed_pass() const { return harness::parse_pass(pass); }
+  Problem problem() const;  // through ProblemSpec (flashlab/problem_spec.hpp); throws flashlab::Error
+  Pass parsed_pass() const { return parse_pass(pass); }
 };
 
 }  // namespace flashlab::cli

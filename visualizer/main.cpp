@@ -18,8 +18,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <tuple>
 
 #include "flashlab/error.hpp"
+#include "flashlab/problem_spec.hpp"
 #include "panels.hpp"
 #include "screenshot.hpp"
 
@@ -153,12 +155,7 @@ int main(int argc, char** argv) {
 
   App app;
   try {
-    if (!window.empty()) {
-      const auto comma = window.find(',');
-      if (comma == std::string::npos) throw flashlab::Error("--window takes L,R (e.g. 128,0), got '" + window + "'");
-      set.window_left = std::stoll(window.substr(0, comma));
-      set.window_right = std::stoll(window.substr(comma + 1));
-    }
+    if (!window.empty()) std::tie(set.window_left, set.window_right) = flashlab::parse_window(window);
     app.edit = set;
     app.session = std::make_unique<Session>(set);
   } catch (const std::exception& e) {

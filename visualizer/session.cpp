@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "flashlab/error.hpp"
+#include "flashlab/problem_spec.hpp"
 
 namespace flashlab::viz {
 
@@ -11,15 +12,15 @@ using tiled::Event;
 using tiled::Order;
 
 Problem Settings::problem() const {
-  Problem p;
-  p.seqlen_q = p.seqlen_k = seqlen;
-  p.head_dim = hdim;
-  p.causal = causal;
-  p.window_left = window_left;
-  p.window_right = window_right;
-  p.seed = seed;
-  p.dtype = parse_dtype(dtype);
-  p.validate();
+  ProblemSpec spec;
+  spec.seqlen_q = spec.seqlen_k = seqlen;
+  spec.hdim = hdim;
+  spec.causal = causal;
+  spec.window_left = window_left;
+  spec.window_right = window_right;
+  spec.seed = seed;
+  spec.dtype = dtype;
+  const Problem p = spec.build();
   if (br < 1 || bc < 1)
     throw Error("tile sizes must be positive, got Br=" + std::to_string(br) + " Bc=" + std::to_string(bc));
   return p;
