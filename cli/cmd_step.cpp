@@ -14,8 +14,7 @@ namespace flashlab::cli {
 void add_step(CLI::App& app) {
   struct Opts {
     ProblemFlags flags;
-    std::string order = "fa2";
-    int64_t br = 16, bc = 16;
+    WalkFlags walk{"fa2", 16, 16};
     int64_t non_interactive = -1;
   };
   auto opts = std::make_shared<Opts>();
@@ -25,14 +24,12 @@ void add_step(CLI::App& app) {
                                          "m, l and alpha, bytes moved. Enter: next tile, b: back, q: quit");
   cmd->footer("Example: flashlab step --seqlen 64 --hdim 16 --causal --order fa1 --non-interactive 3");
   opts->flags.add_to(*cmd, false);
-  cmd->add_option("--order", opts->order, "fa1 | fa2 | bwd | fa1-bwd")->capture_default_str();
-  cmd->add_option("--br", opts->br, "Br: query rows per tile")->capture_default_str();
-  cmd->add_option("--bc", opts->bc, "Bc: key rows per tile")->capture_default_str();
+  opts->walk.add_to(*cmd);
   cmd->add_option("--non-interactive", opts->non_interactive, "print this many steps and exit");
   cmd->callback([opts] {
     const Problem p = opts->flags.problem();
-    const tiled::Order order = tiled::parse_order(opts->order);
-    const tiled::Tiling tiling{opts->br, opts->bc};
+    const tiled::Order order = opts->walk.parsed_order();
+    const tiled::Tiling tiling = opts->walk.tiling();
     const harness::Inputs in = harness::random_inputs(p, p.seed);
     const std::unique_ptr<tiled::Stepper> st = tiled::make_stepper(p, in.q, in.k, in.v, in.d_o, tiling, order);
     const tiled::Schedule& s = st->schedule();

@@ -74,8 +74,8 @@ class TraceWriter : public tiled::Observer {
 void add_trace(CLI::App& app) {
   struct Opts {
     ProblemFlags flags;
-    std::string format = "jsonl", order = "fa2", out;
-    int64_t br = 64, bc = 64;
+    std::string format = "jsonl", out;
+    WalkFlags walk;
   };
   auto opts = std::make_shared<Opts>();
   opts->flags.default_seqlen = 128;
@@ -84,14 +84,12 @@ void add_trace(CLI::App& app) {
   cmd->footer("Example: flashlab trace --seqlen 256 --causal --format csv --out trace.csv");
   opts->flags.add_to(*cmd, false);
   cmd->add_option("--format", opts->format, "jsonl | csv")->capture_default_str()->check(CLI::IsMember({"jsonl", "csv"}));
-  cmd->add_option("--order", opts->order, "fa1 | fa2 | bwd | fa1-bwd")->capture_default_str();
-  cmd->add_option("--br", opts->br, "Br")->capture_default_str();
-  cmd->add_option("--bc", opts->bc, "Bc")->capture_default_str();
+  opts->walk.add_to(*cmd);
   cmd->add_option("--out", opts->out, "file to write (default: standard output)");
   cmd->callback([opts] {
     const Problem p = opts->flags.problem();
-    const tiled::Order order = tiled::parse_order(opts->order);
-    const tiled::Tiling tiling{opts->br, opts->bc};
+    const tiled::Order order = opts->walk.parsed_order();
+    const tiled::Tiling tiling = opts->walk.tiling();
     const harness::Inputs in = harness::random_inputs(p, p.seed);
     const std::string tmp = opts->out + ".tmp";
     std::ofstream file;

@@ -26,6 +26,12 @@ void ProblemFlags::add_to(CLI::App& app, bool with_pass, bool with_seqlen) {
   if (with_pass) g->add_option("--pass", pass, "fwd | bwd | fwd+bwd")->capture_default_str();
 }
 
+void WalkFlags::add_to(CLI::App& app) {
+  app.add_option("--order", order, "fa1 | fa2 | bwd | fa1-bwd")->capture_default_str();
+  app.add_option("--br", br, "Br: query rows per tile")->capture_default_str();
+  app.add_option("--bc", bc, "Bc: key rows per tile")->capture_default_str();
+}
+
 Problem ProblemFlags::problem() const {
   ProblemSpec spec;
   spec.batch = batch;

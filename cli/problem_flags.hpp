@@ -6,6 +6,7 @@
 
 #include "flashlab/pass.hpp"
 #include "flashlab/problem.hpp"
+#include "schedule.hpp"
 
 namespace flashlab::cli {
 
@@ -25,6 +26,16 @@ struct ProblemFlags {
   void add_to(CLI::App& app, bool with_pass = true, bool with_seqlen = true);
   Problem problem() const;  // through ProblemSpec (flashlab/problem_spec.hpp); throws flashlab::Error
   Pass parsed_pass() const { return parse_pass(pass); }
+};
+
+// The walk flags of the commands that step through tiles (step, trace): the order and the tile sizes.
+struct WalkFlags {
+  std::string order = "fa2";
+  int64_t br = 64, bc = 64;
+
+  void add_to(CLI::App& app);
+  tiled::Order parsed_order() const { return tiled::parse_order(order); }
+  tiled::Tiling tiling() const { return {br, bc}; }
 };
 
 }  // namespace flashlab::cli

@@ -24,33 +24,22 @@ struct Cost {
   int64_t block_m = 0, block_n = 0;   // Br, Bc of the first kernel (0 for standard)
 
   Cost& operator+=(const Cost& c) {
-    flops += c.flops;
-    exp_ops += c.exp_ops;
-    other_flops += c.other_flops;
-    hbm_read_bytes += c.hbm_read_bytes;
-    hbm_write_bytes += c.hbm_write_bytes;
-    l2_bytes += c.l2_bytes;
-    l2_hit_bytes += c.l2_hit_bytes;
-    sram_bytes = std::max(sram_bytes, c.sram_bytes);
-    ctas += c.ctas;
-    ctas_per_sm = std::max(ctas_per_sm, c.ctas_per_sm);
-    waves += c.waves;
-    occupancy = std::max(occupancy, c.occupancy);
-    launches += c.launches;
-    t_tensor += c.t_tensor;
-    t_smem += c.t_smem;
-    t_exp += c.t_exp;
-    t_fp32 += c.t_fp32;
-    t_hbm += c.t_hbm;
-    t_l2 += c.t_l2;
-    t_launch += c.t_launch;
-    time_s += c.time_s;
+    for (double Cost::*sum : kSums) this->*sum += c.*sum;
+    for (double Cost::*most : kLargest) this->*most = std::max(this->*most, c.*most);
     if (block_m == 0) {
       block_m = c.block_m;
       block_n = c.block_n;
     }
     return *this;
   }
+
+ private:
+  static constexpr double Cost::*kSums[] = {
+      &Cost::flops,    &Cost::exp_ops, &Cost::other_flops, &Cost::hbm_read_bytes, &Cost::hbm_write_bytes,
+      &Cost::l2_bytes, &Cost::l2_hit_bytes, &Cost::ctas,  &Cost::waves,          &Cost::launches,
+      &Cost::t_tensor, &Cost::t_smem,  &Cost::t_exp,       &Cost::t_fp32,         &Cost::t_hbm,
+      &Cost::t_l2,     &Cost::t_launch, &Cost::time_s};
+  static constexpr double Cost::*kLargest[] = {&Cost::sram_bytes, &Cost::ctas_per_sm, &Cost::occupancy};
 };
 
 }  // namespace flashlab::sim

@@ -56,6 +56,17 @@ std::pair<double, double> line_elements(const Band& b, int64_t x0, int64_t x1, i
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Segment k of a line's walk over its band in chunks of G blocks, from the first or (reverse) the last:
+// the chunk, and the blocks [x0, x1) of the band inside it.
+struct Chunk {
+  int64_t c, x0, x1;
+};
+Chunk chunk_at(const Band& band, int64_t k, int64_t G, bool reverse) {
+  const int64_t c = reverse ? (band.b1 - 1) / G - k : band.b0 / G + k;
+  return {c, std::max(c * G, band.b0), std::min((c + 1) * G, band.b1)};
+}
+int64_t chunks_in(const Band& band, int64_t G) { return band.b1 <= band.b0 ? 0 : (band.b1 - 1) / G - band.b0 / G + 1; }
+
 // The chunk size G: tiles / G^axes stays under kMaxSegments.
 int64_t chunk_for(double tiles, int axes) {
   if (tiles <= double(kMaxSegments)) return 1;
@@ -137,8 +148,7 @@ class ForwardGrid final : public CtaGrid {
   uint32_t keys() const override { return kv_keys_ + 2 * q_keys_; }
   int64_t head(int64_t c) const override { return int64_t(tiles_[c].b) * base_.p.heads_q + tiles_[c].h; }
   int64_t segments(int64_t c) const override {
-    const Band& band = base_.bands_at(tiles_[c].b).of_q[tiles_[c].x];
-    return band.b1 <= band.b0 ? 1 : (band.b1 - 1) / G_ - band.b0 / G_ + 1;
+    return std::max<int64_t>(1, chunks_in(base_.bands_at(tiles_[c].b).of_q[tiles_[c].x], G_));
   }
   std::vector<uint32_t> kv_keys(int64_t head) const override {
     const int64_t b = head / base_.p.heads_q, h = head % base_.p.heads_q;
@@ -151,8 +161,7 @@ class ForwardGrid final : public CtaGrid {
   int64_t block(int64_t c) const override { return tiles_[c].x; }
   int64_t segment_chunk(int64_t c, int64_t k) const override {
     const Band& band = base_.bands_at(tiles_[c].b).of_q[tiles_[c].x];
-    if (band.b1 <= band.b0) return -1;
-    return reverse_ ? (band.b1 - 1) / G_ - k : band.b0 / G_ + k;
+    return band.b1 <= band.b0 ? -1 : chunk_at(band, k, G_, reverse_).c;
   }
   void segment(int64_t c, int64_t k, Segment& out) const override {
     const Tile& tl = tiles_[c];
@@ -162,8 +171,7 @@ class ForwardGrid final : public CtaGrid {
     const uint32_t q_key = kv_keys_ + uint32_t((int64_t(tl.b) * base_.p.heads_q + tl.h) * base_.Tr_max + tl.x);
     if (k == 0) out.accesses.push_back({q_key, double(rows * d) * base_.e, AccessKind::load});
     if (band.b1 > band.b0) {
-      const int64_t c0 = reverse_ ? (band.b1 - 1) / G_ - k : band.b0 / G_ + k;
-      const int64_t x0 = std::max(c0 * G_, band.b0), x1 = std::min((c0 + 1) * G_, band.b1);
+      const auto [c0, x0, x1] = chunk_at(band, k, G_, reverse_);
       const uint32_t kv_key = uint32_t((int64_t(tl.b) * base_.p.heads_kv + base_.kv_head(tl.h)) * chunks_ + c0);
       out.accesses.push_back({kv_key, double(kv_span(s, x0, x1) * (d + dv)) * base_.e, AccessKind::load});
       base_.charge(out, line_elements(band, x0, x1, rows, [&](int64_t a, int64_t b) { return kv_span(s, a, b); }));
@@ -198,8 +206,7 @@ class BackwardGrid final : public CtaGrid {
   uint32_t keys() const override { return 2 * q_keys_ + 2 * kv_keys_; }
   int64_t head(int64_t c) const override { return int64_t(tiles_[c].b) * base_.p.heads_q + tiles_[c].h; }
   int64_t segments(int64_t c) const override {
-    const Band& band = base_.bands_at(tiles_[c].b).of_kv[tiles_[c].x];
-    return band.b1 <= band.b0 ? 1 : (band.b1 - 1) / G_ - band.b0 / G_ + 1;
+    return std::max<int64_t>(1, chunks_in(base_.bands_at(tiles_[c].b).of_kv[tiles_[c].x], G_));
   }
   void segment(int64_t c, int64_t k, Segment& out) const override {
     const Tile& tl = tiles_[c];
@@ -212,8 +219,7 @@ class BackwardGrid final : public CtaGrid {
                                                       base_.kv_head(tl.h) * base_.p.group()) * base_.Tc_max + tl.x);
     if (k == 0) out.accesses.push_back({kv_shared, double(cols * (d + dv)) * base_.e, AccessKind::load});
     if (band.b1 > band.b0) {
-      const int64_t c0 = reverse_ ? (band.b1 - 1) / G_ - k : band.b0 / G_ + k;
-      const int64_t x0 = std::max(c0 * G_, band.b0), x1 = std::min((c0 + 1) * G_, band.b1);
+      const auto [c0, x0, x1] = chunk_at(band, k, G_, reverse_);
       const double rows = double(q_span(s, x0, x1));
       const uint32_t q_key = uint32_t(bh * chunks_ + c0);
       out.accesses.push_back({q_key, rows * (double(d + dv) * base_.e + 8.0), AccessKind::load});  // Q, dO, LSE, D

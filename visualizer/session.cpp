@@ -12,15 +12,9 @@ using tiled::Event;
 using tiled::Order;
 
 Problem Settings::problem() const {
-  ProblemSpec spec;
-  spec.seqlen_q = spec.seqlen_k = seqlen;
-  spec.hdim = hdim;
-  spec.causal = causal;
-  spec.window_left = window_left;
-  spec.window_right = window_right;
-  spec.seed = seed;
-  spec.dtype = dtype;
-  const Problem p = spec.build();
+  const Problem p = ProblemSpec{.seqlen_q = seqlen, .seqlen_k = seqlen, .hdim = hdim, .causal = causal,
+                                .window_left = window_left, .window_right = window_right, .seed = seed, .dtype = dtype}
+                        .build();
   if (br < 1 || bc < 1)
     throw Error("tile sizes must be positive, got Br=" + std::to_string(br) + " Bc=" + std::to_string(bc));
   return p;
