@@ -21,10 +21,13 @@ def entries(t):
             out[name] = '\n'.join(cur); cur = None
     return out
 before, after, exp = sys.argv[1:4]
+def unnumbered(body):  # virtual register numbers only: the same instructions on the same operands
+    return re.sub(r'%(r|rd|f|fd|p|rs|h|hh)\d+', r'%\1', body)
 for f in ['fa2_fwd', 'fa2_bwd', 'fa2_fwd_pairs']:
     b, a, x = norm(f'{before}/{f}.ptx'), norm(f'{after}/{f}.ptx'), norm(f'{exp}/{f}.ptx')
     eb, ea = entries(b), entries(a)
     same = sum(1 for k in ea if k in eb and ea[k] == eb[k])
-    print(f"{f}: with FLASHLAB_SHAPE_EXPERIMENTS the PTX is {'identical' if b == x else 'DIFFERENT'}; default build: "
-          f"{len(ea)} kernels, {same} identical to before, {len(ea) - same} changed; "
-          f"{len([k for k in eb if k not in ea])} experiment kernels no longer built")
+    renamed = sum(1 for k in ea if k in eb and ea[k] != eb[k] and unnumbered(ea[k]) == unnumbered(eb[k]))
+    print(f"{f}: with FLASHLAB_SHAPE_EXPERIMENTS the PTX is {'identical' if b == x else 'different'}; default build: "
+          f"{len(ea)} kernels, {same} identical to before, {renamed} identical but for register numbers, "
+          f"{len(ea) - same - renamed} changed; {len([k for k in eb if k not in ea])} kernels no longer built")

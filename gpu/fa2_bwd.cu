@@ -390,11 +390,9 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
   const T* k = static_cast<const T*>(p.k) + s.k_base + g * p.k_head_stride;
   const T* v = static_cast<const T*>(p.v) + s.v_base + g * p.v_head_stride;
 
-  const int last_row = min(row0 + kBrQ, s.sq) - 1;
-  const int c_lo = col_begin(row0, s.sq, s.sk, p.window_left), c_hi = col_end(last_row, s.sq, s.sk, p.window_right);
-  const int j_begin = c_lo / kBc, j_end = c_hi > c_lo ? (c_hi + kBc - 1) / kBc : j_begin;
-  const int full_lo = col_begin(last_row, s.sq, s.sk, p.window_left);
-  const int full_hi = col_end(row0, s.sq, s.sk, p.window_right);
+  // The K/V blocks this Q block sees and the keys every row of it sees: the forward's rule (sequence.cuh).
+  const KeyBlocks<kBc> blocks = key_blocks<kBrQ, kBc>(row0, s.sq, s.sk, p.window_left, p.window_right);
+  const int j_begin = blocks.begin, j_end = blocks.end, full_lo = blocks.full_lo, full_hi = blocks.full_hi;
 
   int my_row[2], lo[2], hi[2];
   float lse2[2], dsum[2];
