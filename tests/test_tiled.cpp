@@ -173,17 +173,46 @@ TEST_CASE("after every step the online-softmax state equals the naive softmax ov
 }
 
 TEST_CASE("observed (serial) and parallel runs give identical results") {
-  Problem p = make(200, 333, 64, true);
-  p.heads_q = 4;
-  p.heads_kv = 2;
-  const auto in = harness::random_inputs(p, 4);
-  for (Order order : {Order::fa1, Order::fa2}) {
-    ByteCounter counter;
-    const auto a = forward(p, in.q, in.k, in.v, kCpuDefault, order);
-    const auto b = forward(p, in.q, in.k, in.v, kCpuDefault, order, &counter);
-    CHECK(a.o.data == b.o.data);
-    CHECK(a.lse.data == b.lse.data);
+  // The second problem's first Q blocks see nothing (seqlen_q > seqlen_k, causal): the parallel FA2
+  // path runs only their visited (closing) step, which must still store O = 0 and LSE = -inf.
+  Problem wide = make(200, 333, 64, true), tall = make(333, 100, 64, true);
+  for (Problem* p : {&wide, &tall}) {
+    p->heads_q = 4;
+    p->heads_kv = 2;
   }
+  for (const Problem& p : {wide, tall}) {
+    CAPTURE(p.describe());
+    const auto in = harness::random_inputs(p, 4);
+    for (const Tiling tiling : {kCpuDefault, Tiling{32, 32}})
+      for (Order order : {Order::fa1, Order::fa2}) {
+        ByteCounter counter;
+        const auto a = forward(p, in.q, in.k, in.v, tiling, order);
+        const auto b = forward(p, in.q, in.k, in.v, tiling, order, &counter);
+        CHECK(a.o.data == b.o.data);
+        CHECK(a.lse.data == b.lse.data);
+      }
+  }
+}
+
+TEST_CASE("a walk of only each line's visited steps moves every byte of the pass, an empty line's stores included") {
+  for (const Problem& p : byte_problems())
+    for (Order order : {Order::fa1, Order::fa2, Order::backward, Order::fa1_backward}) {
+      CAPTURE(p.describe());
+      CAPTURE(to_string(order));
+      const Schedule s(p, p.batch - 1, {32, 64}, order);
+      ByteCounts walked;
+      for (const Transfer& t : s.prologue()) walked.add(t);
+      for (const Transfer& t : s.epilogue()) walked.add(t);
+      int64_t steps_run = 0;
+      for (int64_t line = 0; line < s.outer_blocks(); ++line) {
+        const auto [begin, end] = s.visited(line);
+        for (int64_t x = begin; x < end; ++x)
+          for (const Transfer& t : s.step(s.q_outer() ? s.step_of(line, x) : s.step_of(x, line))) walked.add(t);
+        steps_run += end - begin;
+      }
+      CHECK(walked == s.closed_form());
+      CHECK(steps_run >= s.steps() - s.tiles_skipped());
+    }
 }
 
 TEST_CASE("the stepper walks forward and back to the same states and byte counts") {
