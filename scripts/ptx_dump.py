@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
 """Write the PTX of every gpu/*.cu with the build's own nvcc flags, to show a refactor left the kernels alone.
 
-  python3 scripts/ptx_dump.py BUILD_DIR OUT_DIR          # OUT_DIR/<arch>/<file>.ptx, raw and .code.ptx
-  diff -r /work/ptx-before /work/ptx-after                 # then compare two dumps
+  python3 scripts/ptx_dump.py BUILD_DIR OUT_DIR      # OUT_DIR/<arch>/<file>.ptx, raw and .code.ptx
+  python3 scripts/ptx_dump.py compare BEFORE AFTER   # file by file, then kernel by kernel
 
 Each translation unit of compile_commands.json that ends in .cu is compiled again with -ptx, once per
 virtual architecture (compute_80 and compute_90a), in place of the build's --generate-code. The build
 passes -lineinfo, so the raw PTX carries `.file` (paths) and `.loc` (line numbers) directives, which
-move whenever a comment grows or shrinks; FILE.code.ptx is the same PTX with those two directives
-dropped: the instructions, registers and kernels' names, which is what a comment-only or pure-refactor
-change must leave identical.
+move whenever a comment grows or shrinks, and a .debug_str section naming the inlined functions those
+`.loc`s point at; FILE.code.ptx is the same PTX without the two directives and that section: the
+instructions, registers and kernels' names, which is what a comment-only or pure-refactor change must
+leave identical.
+
+`compare` says for each architecture and file whether the .code.ptx files are identical; where they
+are not, it splits both into their kernels and functions (.entry / .func) and says which are the same,
+which differ (with the count of differing lines) and which exist on one side only (a template
+instantiation added or removed). It exits 1 if any kernel present on both sides differs.
 """
 import json
 import os
@@ -40,13 +46,71 @@ def ptx_command(entry, arch, out_path):
 
 
 def code_only(ptx_text):
-    return "".join(line for line in ptx_text.splitlines(keepends=True)
-                   if not re.match(r"\s*\.(loc|file)\b", line))
+    out, in_debug = [], False
+    for line in ptx_text.splitlines(keepends=True):
+        if re.match(r"\s*\.section\s+\.debug", line):
+            in_debug = True
+        elif in_debug and re.match(r"\s*}", line):
+            in_debug = False
+            continue
+        if in_debug or re.match(r"\s*\.(loc|file)\b", line):
+            continue
+        out.append(line)
+    return "".join(out)
+
+
+def functions(code_text):
+    """{name: text} for each .entry / .func of a .code.ptx, plus '(module header)' for what precedes them."""
+    parts, name, lines = {}, "(module header)", []
+    for line in code_text.splitlines(keepends=True):
+        m = re.match(r"(?:\.visible\s+|\.weak\s+|\.extern\s+)?\.(?:entry|func)\s+(?:\([^)]*\)\s*)?([\w$.]+)", line)
+        if m and not line.rstrip().endswith(";"):  # a definition, not a prototype
+            parts[name] = parts.get(name, "") + "".join(lines)
+            name, lines = m.group(1), []
+        lines.append(line)
+    parts[name] = parts.get(name, "") + "".join(lines)
+    return parts
+
+
+def compare(before, after):
+    import difflib
+    differing = 0
+    for arch in ARCHS:
+        names = sorted({f for d in (before, after) for f in os.listdir(os.path.join(d, arch))
+                        if f.endswith(".code.ptx")})
+        for f in names:
+            paths = [os.path.join(d, arch, f) for d in (before, after)]
+            if not all(os.path.exists(p) for p in paths):
+                print(f"{arch} {f}: only in {'after' if os.path.exists(paths[1]) else 'before'}")
+                continue
+            a, b = (open(p).read() for p in paths)
+            if a == b:
+                print(f"{arch} {f}: identical ({a.count(chr(10))} lines)")
+                continue
+            fa, fb = functions(a), functions(b)
+            same = [n for n in fa if n in fb and fa[n] == fb[n]]
+            changed = [n for n in fa if n in fb and fa[n] != fb[n]]
+            gone = [n for n in fa if n not in fb]
+            new = [n for n in fb if n not in fa]
+            print(f"{arch} {f}: differs; {len(same)} functions identical, {len(changed)} changed, "
+                  f"{len(gone)} only before, {len(new)} only after")
+            for n in changed:
+                d = sum(1 for l in difflib.unified_diff(fa[n].splitlines(), fb[n].splitlines(), n=0)
+                        if l[:1] in "+-" and not l.startswith(("+++", "---")))
+                print(f"    changed ({d} lines +/-): {n}")
+                differing += n != "(module header)"
+            for n in gone:
+                print(f"    only before: {n}")
+            for n in new:
+                print(f"    only after:  {n}")
+    return differing
 
 
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "compare":
+        sys.exit(1 if compare(sys.argv[2], sys.argv[3]) else 0)
     if len(sys.argv) != 3:
-        sys.exit("usage: ptx_dump.py BUILD_DIR OUT_DIR (BUILD_DIR holds compile_commands.json)")
+        sys.exit("usage: ptx_dump.py BUILD_DIR OUT_DIR (BUILD_DIR holds compile_commands.json), or ptx_dump.py compare BEFORE AFTER")
     build, out = sys.argv[1], sys.argv[2]
     entries = [e for e in json.load(open(os.path.join(build, "compile_commands.json")))
                if e["file"].endswith(".cu")]
