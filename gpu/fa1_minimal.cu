@@ -14,11 +14,18 @@
 #include "cuda_check.hpp"
 #include "kernels.hpp"
 #include "mask.cuh"
+#include "shapes.hpp"
 
 namespace flashlab::gpu {
 namespace {
 
-constexpr int Br = 32, Bc = 32;
+// Br, Bc and the thread count (one a row of Q_i) are shapes.hpp's fa1_minimal_shape, the same at every
+// head dim it takes.
+constexpr int Br = fa1_minimal_shape(64).block_m, Bc = fa1_minimal_shape(64).block_n;
+static_assert(fa1_minimal_shape(64).threads == Br && fa1_minimal_shape(1).block_m == Br &&
+                  fa1_minimal_shape(256).block_m == Br && fa1_minimal_shape(1).block_n == Bc &&
+                  fa1_minimal_shape(256).block_n == Bc,
+              "fa1_minimal_kernel's tiles do not depend on the head dim");
 
 __global__ void fa1_minimal_kernel(AttentionParams p, float* l_hbm, float* m_hbm) {
   extern __shared__ float sram[];
@@ -106,11 +113,13 @@ __global__ void fa1_init_kernel(AttentionParams p, float* l, float* m) {
 }  // namespace
 
 void fa1_minimal_forward(const AttentionParams& p, float* l_scratch, float* m_scratch, cudaStream_t stream) {
-  const size_t smem = size_t(Br + 2 * Bc) * p.head_dim * sizeof(float);
+  const TileShape shape = fa1_minimal_shape(p.head_dim);
+  if (!shape.supported()) throw Error(std::string("fa1_minimal: ") + shape.why);
+  const size_t smem = size_t(shape.smem_bytes);  // (Br + 2 Bc) head_dim floats
   FLASHLAB_CUDA(cudaFuncSetAttribute(fa1_minimal_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   fa1_init_kernel<<<256, 256, 0, stream>>>(p, l_scratch, m_scratch);
   FLASHLAB_CUDA_LAUNCHED();
-  fa1_minimal_kernel<<<dim3(p.batch, p.heads_q), Br, smem, stream>>>(p, l_scratch, m_scratch);
+  fa1_minimal_kernel<<<dim3(p.batch, p.heads_q), shape.threads, smem, stream>>>(p, l_scratch, m_scratch);
   FLASHLAB_CUDA_LAUNCHED();
 }
 

@@ -100,6 +100,7 @@
 #include "kernels.hpp"
 #include "mma.cuh"
 #include "sequence.cuh"
+#include "shapes.hpp"
 
 namespace flashlab::gpu {
 namespace {
@@ -209,7 +210,8 @@ __device__ __forceinline__ void add_two_tiles(float* row, int col0, int tc, floa
 #endif
 }
 
-// ---- 2. dK, dV (and dQ by atomics)
+// ---- 2. dK, dV (and dQ by atomics). The tiles are shapes.hpp's fa2_backward_shape, eight warps at
+// every shape (launch_dkdv_for checks each instantiation against it).
 constexpr int kWarpsKV = 8, kThreadsKV = 32 * kWarpsKV;
 
 template <int D, int kBc, int kBr, typename T>
@@ -418,7 +420,8 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
     }
 }
 
-// ---- 3. dQ without atomics (deterministic): Q outer, as the forward
+// ---- 3. dQ without atomics (deterministic): Q outer, as the forward. Shape: shapes.hpp's
+// fa2_backward_dq_shape (Config checks it).
 constexpr int kWarpsQ = 4, kThreadsQ = 32 * kWarpsQ, kBrQ = 16 * kWarpsQ;
 
 template <int D, int kBc, typename T, bool kSoftcap>
@@ -552,7 +555,11 @@ __global__ void __launch_bounds__(256) convert_dq_kernel(const BackwardParams p)
 // ---- launch
 template <int D>
 struct Config {
-  static constexpr int kBcQ = D <= 128 ? 64 : 32;
+  static constexpr TileShape dq = fa2_backward_dq_shape(D);
+  static constexpr int kBcQ = dq.block_n;
+  static_assert(dq.head_dim == D && dq.warps == kWarpsQ && dq.threads == kThreadsQ && dq.block_m == kBrQ &&
+                    dq.stages == 2 && dq.smem_bytes == (2 * kBrQ + 2 * dq.stages * kBcQ) * D * 2,
+                "shapes.hpp's fa2_backward_dq_shape must describe dq_kernel");
 };
 
 // The opt-in shared memory per block of the current device (227 KiB on sm_90, 163 KiB on A100).
@@ -578,27 +585,42 @@ void launch_dkdv(const BackwardParams& p, bool cap, cudaStream_t stream) {
   FLASHLAB_CUDA_LAUNCHED();
 }
 
-// dK and dV (and dQ's atomic sum). Two 16-key MMA tiles a warp, so each Q / dO fragment feeds two
-// MMAs. d = 256 takes 64 query rows a step where shared memory allows (208 KiB: sm_90), else 32 with
-// one key tile a warp (sm_80).
+// The dkdv kernel in the shape fa2_backward_shape gives head dim D on a device with kSmemPerBlock bytes
+// of shared memory per block.
+template <int D, int kSmemPerBlock, typename T>
+void launch_dkdv_for(const BackwardParams& p, bool cap, cudaStream_t stream) {
+  constexpr TileShape s = fa2_backward_shape(D, kSmemPerBlock);
+  static_assert(s.head_dim == D && s.threads == kThreadsKV && s.stages == 2 &&
+                    sizeof(KVSmem<D, s.block_n, s.block_m, T>) == size_t(s.smem_bytes),
+                "shapes.hpp's fa2_backward_shape must describe dkdv_kernel");
+  launch_dkdv<D, s.block_n, s.block_m, T, s.mma_tiles>(p, cap, stream);
+}
+
+constexpr bool same_tiles(const TileShape& a, const TileShape& b) {
+  return a.block_m == b.block_m && a.block_n == b.block_n && a.mma_tiles == b.mma_tiles;
+}
+
+// dK and dV (and dQ's atomic sum), in the shape shapes.hpp's fa2_backward_shape picks for this device's
+// shared memory. Compiled: the shape it picks with the least shared memory and the one with the most
+// (the same at d = 128, where the device is not asked).
 template <int D, typename T>
 void launch_dkdv_default(const BackwardParams& p, bool cap, cudaStream_t stream) {
-  if constexpr (D == 256) {
-    if (max_smem_per_block() < sizeof(KVSmem<D, 64, 64, T>))
-      launch_dkdv<D, 64, 32, T, 1>(p, cap, stream);
-    else
-      launch_dkdv<D, 64, 64, T, 2>(p, cap, stream);
-  } else if constexpr (D == 128) {
-    launch_dkdv<D, 128, 64, T, 2>(p, cap, stream);
-  } else if (max_smem_per_block() < sizeof(KVSmem<D, 128, 128, T>)) {
-    launch_dkdv<D, 128, 64, T, 2>(p, cap, stream);
+  constexpr int kLeast = 0, kMost = 1 << 30;
+  constexpr TileShape least = fa2_backward_shape(D, kLeast), most = fa2_backward_shape(D, kMost);
+  if constexpr (same_tiles(least, most)) {
+    launch_dkdv_for<D, kMost, T>(p, cap, stream);
   } else {
-    launch_dkdv<D, 128, 128, T, 2>(p, cap, stream);
+    const TileShape s = fa2_backward_shape(D, int(max_smem_per_block()));
+    if (same_tiles(s, least)) launch_dkdv_for<D, kLeast, T>(p, cap, stream);
+    else if (same_tiles(s, most)) launch_dkdv_for<D, kMost, T>(p, cap, stream);
+    else throw Error("fa2 backward: fa2_backward_shape chose a dkdv shape that fa2_bwd.cu does not compile");
   }
 }
 
+#if defined(FLASHLAB_SHAPE_EXPERIMENTS)
 // Experimental dkdv shapes for bf16, picked with FLASHLAB_FA2_BWD_SHAPE=N: a development knob for
-// timing them side by side in one process (unset or 0: the default).
+// timing them side by side in one process (unset or 0: the default). Compiled only with
+// -DFLASHLAB_SHAPE_EXPERIMENTS=ON (gpu/README.md).
 template <int D, typename T>
 bool launch_dkdv_experiment(const BackwardParams& p, bool cap, cudaStream_t stream) {
   static const int which = [] {
@@ -622,6 +644,7 @@ bool launch_dkdv_experiment(const BackwardParams& p, bool cap, cudaStream_t stre
   }
   return false;
 }
+#endif
 
 template <int D, typename T>
 void launch(const BackwardParams& p, cudaStream_t stream) {
@@ -633,10 +656,16 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
   FLASHLAB_CUDA_LAUNCHED();
 
   const bool cap = p.softcap > 0.f;
-  if (!launch_dkdv_experiment<D, T>(p, cap, stream)) launch_dkdv_default<D, T>(p, cap, stream);
+#if defined(FLASHLAB_SHAPE_EXPERIMENTS)
+  const bool experiment = launch_dkdv_experiment<D, T>(p, cap, stream);
+#else
+  const bool experiment = false;
+#endif
+  if (!experiment) launch_dkdv_default<D, T>(p, cap, stream);
 
   if (p.deterministic) {
     constexpr size_t q_smem = size_t(2 * kBrQ + 4 * C::kBcQ) * D * sizeof(T);
+    static_assert(q_smem == size_t(C::dq.smem_bytes), "dq_kernel's shared memory as shapes.hpp has it");
     auto dq = cap ? dq_kernel<D, C::kBcQ, T, true> : dq_kernel<D, C::kBcQ, T, false>;
     allow_smem(dq, q_smem);
     dq<<<dim3((p.seqlen_q + kBrQ - 1) / kBrQ, p.heads_q, p.batch), kThreadsQ, q_smem, stream>>>(p);

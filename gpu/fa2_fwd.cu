@@ -120,6 +120,7 @@
 #include "kernels.hpp"
 #include "mma.cuh"
 #include "sequence.cuh"
+#include "shapes.hpp"
 #include "softmax.cuh"
 
 namespace flashlab::gpu {
@@ -306,17 +307,19 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   }
 }
 
-// Tile shapes per head dim, and why (timings in the version index):
-//   d <= 128: two MMA row tiles per warp (kMT = 2, Br = 128): each K/V fragment read from shared memory
-//     feeds two MMAs, halving ldmatrix traffic per MMA; it takes 228-255 registers, so an SM holds two
-//     CTAs of four warps. Two K/V stages hide the loads. At d = 64, K/V blocks of 128 keys (v8: half the
-//     blocks, barriers and row-max reductions for the same MMAs; 80 KiB of shared memory, 255 registers).
-//   d = 256: fa2_fwd_pairs.cu (warp pairs split the head dim). The shape below is v7's d = 256 kernel,
-//     one 16-row tile per warp (its O accumulator alone is 128 registers) and one K/V stage, kept for
-//     A/B runs as FLASHLAB_FA2_FWD_SHAPE=7.
+// The tile shape of each compiled head dim is shapes.hpp's fa2_forward_shape (the reason for each is
+// there); d = 256 runs fa2_fwd_pairs.cu, which checks that function's shape for it the same way.
 template <int D>
-using Default = std::conditional_t<D == 64, Shape<64, 4, 2, 128, 2>,
-                                   std::conditional_t<D <= 128, Shape<D, 4, 2, 64, 2>, Shape<D, 4, 1, 64, 1>>>;
+struct DefaultOf {
+  static constexpr TileShape s = fa2_forward_shape(D);
+  using type = Shape<D, s.warps, s.mma_tiles, s.block_n, s.stages>;
+  static_assert(s.head_dim == D && !s.warp_pairs, "fa2_forward_shape(D) must be a shape of this file's kernel");
+  static_assert(type::kBr == s.block_m && type::kThreads == s.threads &&
+                    type::smem_elems() * 2 == s.smem_bytes,
+                "Shape<> and shapes.hpp must agree on Br, the threads and the shared memory");
+};
+template <int D>
+using Default = typename DefaultOf<D>::type;
 
 template <class S, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
@@ -328,8 +331,10 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   FLASHLAB_CUDA_LAUNCHED();
 }
 
+#if defined(FLASHLAB_SHAPE_EXPERIMENTS)
 // Experimental shapes for bf16, picked with FLASHLAB_FA2_FWD_SHAPE=N: a development knob for timing
-// them side by side in one process (unset or 0: Default).
+// them side by side in one process (unset or 0: Default). Compiled only with
+// -DFLASHLAB_SHAPE_EXPERIMENTS=ON (gpu/README.md).
 template <int D>
 bool launch_experiment(const AttentionParams& p, cudaStream_t stream) {
   static const int which = [] {
@@ -352,19 +357,22 @@ bool launch_experiment(const AttentionParams& p, cudaStream_t stream) {
       case 3: launch<Shape<D, 4, 1, 32, 1>, T>(p, stream); return true;  // Bc = 32, one stage
       case 4: launch<Shape<D, 8, 1, 64, 1>, T>(p, stream); return true;  // Br = 128, eight warps
       case 5: launch<Shape<D, 8, 1, 64, 2>, T>(p, stream); return true;  // ... two stages (192 KiB)
-      case 7: launch<Default<D>, T>(p, stream); return true;             // v7: 16 rows a warp
+      case 7: launch<Shape<D, 4, 1, 64, 1>, T>(p, stream); return true;  // v7: 16 rows a warp
     }
   }
   return false;
 }
+#endif
 
 template <typename T>
 void dispatch_dim(const AttentionParams& p, cudaStream_t stream) {
+#if defined(FLASHLAB_SHAPE_EXPERIMENTS)
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     if (p.head_dim == 64 && launch_experiment<64>(p, stream)) return;
     if (p.head_dim == 128 && launch_experiment<128>(p, stream)) return;
     if (p.head_dim == 256 && launch_experiment<256>(p, stream)) return;
   }
+#endif
   switch (fa2_padded_head_dim(p.head_dim)) {
     case 64: return launch<Default<64>, T>(p, stream);
     case 128: return launch<Default<128>, T>(p, stream);
@@ -374,11 +382,6 @@ void dispatch_dim(const AttentionParams& p, cudaStream_t stream) {
 }
 
 }  // namespace
-
-int fa2_padded_head_dim(int head_dim) {
-  if (head_dim <= 0 || head_dim > 256 || head_dim % 8 != 0) return 0;
-  return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256;
-}
 
 bool fa2_forward_supports(const AttentionParams& p) {
   return fa2_padded_head_dim(p.head_dim) != 0 && p.dtype != Dtype::fp32;

@@ -50,6 +50,7 @@
 #include "mask.cuh"
 #include "mma.cuh"
 #include "sequence.cuh"
+#include "shapes.hpp"
 #include "softmax.cuh"
 
 namespace flashlab::gpu {
@@ -57,8 +58,10 @@ namespace {
 
 using namespace mma;
 
-constexpr int D = 256, kWarps = 4, kThreads = 32 * kWarps;
-constexpr int kBr = 64, kBc = 64;      // query rows and keys a block
+// The shape is shapes.hpp's fa2_forward_shape(256) (the reason is there).
+constexpr TileShape kShape = fa2_forward_shape(256);
+constexpr int D = kShape.head_dim, kWarps = kShape.warps, kThreads = kShape.threads;
+constexpr int kBr = kShape.block_m, kBc = kShape.block_n;  // query rows and keys a block
 constexpr int kPairRows = 32;          // query rows a warp pair owns
 constexpr int kHalfKeys = kBc / 2;     // keys of S a warp computes
 constexpr int kHalfCols = D / 2;       // columns of O a warp accumulates
@@ -70,9 +73,12 @@ constexpr int kPairs = kWarps / 2;
 constexpr int kTileElems = (kBr + 2 * kBc) * D;
 constexpr int kPElems = kPairs * 2 * kPairRows * kHalfKeys;
 constexpr size_t kSmemBytes = size_t(kTileElems + kPElems) * 2 + kPairs * 2 * kPairRows * sizeof(float);
+static_assert(D == 256 && kShape.warp_pairs && kShape.stages == 1 && kThreads == 32 * kWarps &&
+                  kBr == kPairs * kPairRows && kMT == kShape.mma_tiles && kSmemBytes == size_t(kShape.smem_bytes),
+              "shapes.hpp's fa2_forward_shape(256) must describe this kernel");
 
 template <typename T, bool kSoftcap>
-__global__ void __launch_bounds__(kThreads, 2) fa2_forward_pairs_kernel(const AttentionParams p) {
+__global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_pairs_kernel(const AttentionParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (Br, D)
   T* sK = sQ + kBr * D;                     // (Bc, D)

@@ -19,6 +19,7 @@
 #include "cuda_check.hpp"
 #include "kernels.hpp"
 #include "mask.cuh"
+#include "shapes.hpp"
 
 #define FLASHLAB_CUBLAS(call)                                                                             \
   do {                                                                                                    \
@@ -143,12 +144,13 @@ void standard_forward(const AttentionParams& p, float* S, void* P, cudaStream_t 
                                                  CUBLAS_GEMM_DEFAULT));
     }
   const int64_t rows = int64_t(p.batch) * p.heads_q * p.seqlen_q;
+  const int threads = standard_softmax_shape(p.head_dim).threads;  // a CTA a row of S
   if (p.dtype == Dtype::bf16)
-    softmax_rows<__nv_bfloat16><<<rows, 256, 0, stream>>>(S, static_cast<__nv_bfloat16*>(P), p.lse, p);
+    softmax_rows<__nv_bfloat16><<<rows, threads, 0, stream>>>(S, static_cast<__nv_bfloat16*>(P), p.lse, p);
   else if (p.dtype == Dtype::fp16)
-    softmax_rows<__half><<<rows, 256, 0, stream>>>(S, static_cast<__half*>(P), p.lse, p);
+    softmax_rows<__half><<<rows, threads, 0, stream>>>(S, static_cast<__half*>(P), p.lse, p);
   else
-    softmax_rows<float><<<rows, 256, 0, stream>>>(S, static_cast<float*>(P), p.lse, p);
+    softmax_rows<float><<<rows, threads, 0, stream>>>(S, static_cast<float*>(P), p.lse, p);
   FLASHLAB_CUDA_LAUNCHED();
   // Row-major O (sq x d) is column-major O^T = V^T P^T: m = d, n = sq, k = sk.
   for (int b = 0; b < p.batch; ++b)

@@ -15,7 +15,12 @@ leave identical.
 `compare` says for each architecture and file whether the .code.ptx files are identical; where they
 are not, it splits both into their kernels and functions (.entry / .func) and says which are the same,
 which differ (with the count of differing lines) and which exist on one side only (a template
-instantiation added or removed). It exits 1 if any kernel present on both sides differs.
+instantiation added or removed). Three names in PTX are not code and are compared without their
+numbers: branch labels and local-memory depots are numbered by the function's place in the file
+($L__BB12_3, __local_depot12), so they all move when an instantiation is added or removed before them,
+and nvcc names an anonymous namespace with a hash of the translation unit
+(_GLOBAL__N__<hash>_10_fa2_fwd_cu_<hash>), which any change to the file's code moves, a kernel's own
+or not. It exits 1 if any kernel present on both sides differs beyond those names.
 """
 import json
 import os
@@ -72,6 +77,13 @@ def functions(code_text):
     return parts
 
 
+def renumbered(text):
+    """The PTX with the names that only number things (labels, depots, the namespace hash) made equal."""
+    text = re.sub(r"\$L__BB\d+_", "$L__BB#_", text)
+    text = re.sub(r"__local_depot\d+", "__local_depot#", text)
+    return re.sub(r"(_GLOBAL__N__)[0-9a-f]+(_\d+_\w+?_cu_)[0-9a-f]+", r"\1#\2#", text)
+
+
 def compare(before, after):
     import difflib
     differing = 0
@@ -87,13 +99,14 @@ def compare(before, after):
             if a == b:
                 print(f"{arch} {f}: identical ({a.count(chr(10))} lines)")
                 continue
-            fa, fb = functions(a), functions(b)
+            fa = {renumbered(n): renumbered(t) for n, t in functions(a).items()}
+            fb = {renumbered(n): renumbered(t) for n, t in functions(b).items()}
             same = [n for n in fa if n in fb and fa[n] == fb[n]]
             changed = [n for n in fa if n in fb and fa[n] != fb[n]]
             gone = [n for n in fa if n not in fb]
             new = [n for n in fb if n not in fa]
-            print(f"{arch} {f}: differs; {len(same)} functions identical, {len(changed)} changed, "
-                  f"{len(gone)} only before, {len(new)} only after")
+            print(f"{arch} {f}: differs; {len(same)} functions identical (labels, depots and namespace hash "
+                  f"renumbered), {len(changed)} changed, {len(gone)} only before, {len(new)} only after")
             for n in changed:
                 d = sum(1 for l in difflib.unified_diff(fa[n].splitlines(), fb[n].splitlines(), n=0)
                         if l[:1] in "+-" and not l.startswith(("+++", "---")))
