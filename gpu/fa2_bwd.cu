@@ -443,11 +443,9 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
   const T* k = static_cast<const T*>(p.k) + s.k_base + g * p.k_head_stride;
   const T* v = static_cast<const T*>(p.v) + s.v_base + g * p.v_head_stride;
 
-  const int last_row = min(row0 + kBrQ, s.sq) - 1;
-  const int c_lo = col_begin(row0, s.sq, s.sk, p.window_left), c_hi = col_end(last_row, s.sq, s.sk, p.window_right);
-  const int j_begin = c_lo / kBc, j_end = c_hi > c_lo ? (c_hi + kBc - 1) / kBc : j_begin;
-  const int full_lo = col_begin(last_row, s.sq, s.sk, p.window_left);
-  const int full_hi = col_end(row0, s.sq, s.sk, p.window_right);
+  // The K/V blocks this Q block sees, and where they need no mask (as the forward's).
+  const auto blocks = key_blocks<kBrQ, kBc>(row0, s.sq, s.sk, p.window_left, p.window_right);
+  const int j_begin = blocks.begin, j_end = blocks.end;
 
   int my_row[2], lo[2], hi[2];
   float lse2[2], dsum[2];
@@ -496,7 +494,7 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
     for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) prob_grad<kSoftcap>(acc_s[n][e], acc_dp[n][e], lse2[e / 2], dsum[e / 2], p);
-    if (!(j * kBc >= full_lo && (j + 1) * kBc <= full_hi)) {
+    if (blocks.needs_mask(j)) {
 #pragma unroll
       for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll

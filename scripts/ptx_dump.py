@@ -20,7 +20,10 @@ numbers: branch labels and local-memory depots are numbered by the function's pl
 ($L__BB12_3, __local_depot12), so they all move when an instantiation is added or removed before them,
 and nvcc names an anonymous namespace with a hash of the translation unit
 (_GLOBAL__N__<hash>_10_fa2_fwd_cu_<hash>), which any change to the file's code moves, a kernel's own
-or not. It exits 1 if any kernel present on both sides differs beyond those names.
+or not. A kernel that still differs is shown with the count of differing lines, and the count once
+register numbers are dropped too (%r12 -> %r): a small second count is a reordered or fused
+instruction or two, a large one a different kernel. It exits 1 if any kernel present on both sides
+differs beyond the three numbered names.
 """
 import json
 import os
@@ -81,7 +84,7 @@ def renumbered(text):
     """The PTX with the names that only number things (labels, depots, the namespace hash) made equal."""
     text = re.sub(r"\$L__BB\d+_", "$L__BB#_", text)
     text = re.sub(r"__local_depot\d+", "__local_depot#", text)
-    return re.sub(r"(_GLOBAL__N__)[0-9a-f]+(_\d+_\w+?_cu_)[0-9a-f]+", r"\1#\2#", text)
+    return re.sub(r"(_GLOBAL__N__)[0-9a-f]{8}(_\d+_\w+?_cu_)[0-9a-f]{8}", r"\1#\2#", text)
 
 
 def compare(before, after):
@@ -107,10 +110,16 @@ def compare(before, after):
             new = [n for n in fb if n not in fa]
             print(f"{arch} {f}: differs; {len(same)} functions identical (labels, depots and namespace hash "
                   f"renumbered), {len(changed)} changed, {len(gone)} only before, {len(new)} only after")
+            def diff_lines(x, y):
+                return sum(1 for l in difflib.unified_diff(x.splitlines(), y.splitlines(), n=0)
+                           if l[:1] in "+-" and not l.startswith(("+++", "---")))
+
+            def registers_renamed(t):  # %r12 -> %r: what is left is the instruction stream's shape
+                return re.sub(r"%(r|rd|rs|f|fd|p|h|hh)\d+", r"%\1", t)
+
             for n in changed:
-                d = sum(1 for l in difflib.unified_diff(fa[n].splitlines(), fb[n].splitlines(), n=0)
-                        if l[:1] in "+-" and not l.startswith(("+++", "---")))
-                print(f"    changed ({d} lines +/-): {n}")
+                d, r = diff_lines(fa[n], fb[n]), diff_lines(registers_renamed(fa[n]), registers_renamed(fb[n]))
+                print(f"    changed ({d} lines +/-, {r} with registers renamed): {n}")
                 differing += n != "(module header)"
             for n in gone:
                 print(f"    only before: {n}")
