@@ -2,13 +2,15 @@
 """Measured DRAM bytes and time of flashlab's fa2 forward next to the simulator's estimate.
 
 Usage: python3 bench/dram_vs_simulator.py FLASHLAB [MEASURED.csv] [> table.md]
-  FLASHLAB     the flashlab CLI (runs `flashlab estimate` for every row; CPU only)
+  FLASHLAB     the flashlab CLI, e.g. build/cli/flashlab (runs `flashlab shapes` and `flashlab estimate` for
+               every row; CPU only)
   MEASURED.csv rows from simulator/validation/measure_flashlab.py (ncu, caches flushed);
                default: simulator/validation/flashlab-h200-2026-11-22.csv
 
-The estimate uses our kernel's own tiles (forward v8: Br x Bc = 128 x 128 for d = 64, 128 x 64 for d = 128,
-64 x 64 for d = 256) on the preset of the measured GPU, so the comparison is of the model, not of a
-tile-size mismatch.
+The estimate uses our kernel's own tiles, as `flashlab shapes` reports them from gpu/shapes.hpp (the
+shapes the launchers compile; forward v8: Br x Bc = 128 x 128 for d = 64, 128 x 64 for d = 128, 64 x 64 for
+d = 256), on the preset of the measured GPU, so the comparison is of the model, not of a tile-size
+mismatch.
 """
 import csv
 import json
@@ -19,8 +21,14 @@ import sys
 PRESETS = {"NVIDIA H200": "h200", "NVIDIA H100 80GB HBM3": "h100-sxm"}
 
 
-def tiles(d):
-    return (128, 128) if d <= 64 else (128, 64) if d <= 128 else (64, 64)
+def forward_tiles(cli, d, preset, cache={}):
+    """(Br, Bc) of fa2's forward at head dim d, from `flashlab shapes` (gpu/shapes.hpp)."""
+    if (d, preset) not in cache:
+        out = subprocess.run([cli, "shapes", "--algo", "fa2", "--pass", "fwd", "--hdim", str(d), "--gpu", preset,
+                              "--dtype", "bf16", "--json"], check=True, capture_output=True, text=True).stdout
+        shape = json.loads(out)[0]
+        cache[d, preset] = shape["block_m"], shape["block_n"]
+    return cache[d, preset]
 
 
 def main():
@@ -41,7 +49,7 @@ def main():
     byte_err, time_err = [], []
     for r in rows:
         d, s, causal = int(r["hdim"]), int(r["seqlen"]), r["causal"] == "1"
-        bm, bn = tiles(d)
+        bm, bn = forward_tiles(cli, d, PRESETS[r["device"]])
         cmd = [cli, "estimate", "--gpu", PRESETS[r["device"]], "--batch", r["batch"], "--heads", r["heads"],
                "--seqlen", str(s), "--hdim", str(d), "--dtype", "bf16", "--algo", "fa2", "--block-m", str(bm),
                "--block-n", str(bn), "--format", "json"] + (["--causal"] if causal else [])

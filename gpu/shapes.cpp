@@ -78,6 +78,9 @@ std::vector<KernelShapeRow> kernel_shapes(const std::string& algo, bool backward
     if (dtype == "fp32" && (name == "fa2" || name == "fa3")) continue;
     if (!add_rows(name, backward, head_dim, dtype, smem_per_block, rows, error)) return {};
   }
+  if (rows.empty())  // the backward in fp32: fa2's is the only backward kernel, and it takes bf16 / fp16
+    fail(error, std::string("no algorithm has a ") + (backward ? "backward" : "forward") + " kernel for " + dtype +
+                    " (fa2's backward takes bf16 and fp16)");
   return rows;
 }
 
