@@ -1,13 +1,27 @@
-// fa1_minimal: Algorithm 1 of FlashAttention, as plainly as CUDA allows.
+// fa1_minimal: Algorithm 1 of FlashAttention, as plainly as CUDA allows. It is here to be read next to
+// the paper, not to be fast.
 //
-// fp32, scalar, no tensor cores. One CTA per (batch, head); K/V blocks outer
-// (j), Q blocks inner (i), exactly the paper's loop order: O, l and m live in
-// HBM and are read and written back at every step. One thread owns one row of
-// the Q block. It is here to be read next to the paper, not to be fast.
+// The kernel body, by role (one kernel does all; fa1_init_kernel first sets O = 0, l = 0, m = -inf):
+//   scheduler  one CTA per (batch, head); K/V blocks outer (j), Q blocks inner (i): exactly the paper's
+//              loop order, Tc x Tr steps in one CTA.
+//   producer   thread t copies key row t of K_j and V_j, then its query row of Q_i, into shared memory
+//              (fp32, no cp.async).
+//   consumer   one thread a query row: S_ij = scale Q_i K_j^T by scalar dot products (softcap, the
+//              bottom-right causal / window mask per element), P~ V_j likewise; no tensor cores.
+//   softmax    m~ = rowmax(S_ij), P~ = exp(S_ij - m~), l~ = rowsum(P~); m_new, l_new as Algorithm 1.
+//   epilogue   every step: O_i = diag(l_new)^-1 (diag(l) e^(m - m_new) O_i + e^(m~ - m_new) P~ V_j) and
+//              m, l written back to HBM; at the end LSE = m + log(l).
+// GQA, seqlen_q != seqlen_k; no varlen. fp32 only (other dtypes are converted by host.cu).
 //
-// Version index (measure with `flashlab check` on a GPU; see bench/):
-//   v1  Algorithm 1 with masks (causal / window, bottom-right), softcap, GQA,
-//       seqlen_q != seqlen_k; fp32 only; Br = Bc = 32.
+// Tile shape: shapes.hpp's fa1_minimal_shape (`flashlab shapes --algo fa1-minimal`): Br = Bc = 32, one
+// warp (a thread a row), (Br + 2 Bc) d floats of shared memory (96 KiB at d = 256).
+//
+// Where it stands: checked, not timed. The shared harness runs it (gpu-fa1-minimal) against the fp64
+// oracle on every case where a GPU is present; no timing against the anchors has been recorded.
+//
+// Version index (full entries in gpu/HISTORY.md):
+//   v1  Algorithm 1 with masks (causal / window, bottom-right), softcap, GQA, seqlen_q != seqlen_k; fp32;
+//       Br = Bc = 32.
 #include <cfloat>
 #include <cmath>
 

@@ -1,93 +1,50 @@
-// fa2: FlashAttention-2 backward on tensor cores (FA2 paper, Algorithm 2).
+// fa2: FlashAttention-2 backward on tensor cores (FA2 paper, Algorithm 2), the head dims and dtypes of
+// the forward (fa2_fwd.cu). dK and dV a K/V block at a time; dQ by fp32 reductions into a scratch
+// buffer, or, deterministic, by a Q-outer kernel of its own.
 //
-// Four kernels, in launch order:
-//   1. preprocess   D_i = rowsum(dO_i * O_i) and LSE_i in log2 units, per query row (fp32); zeroes
-//                   the row's dQ scratch (atomic path)
-//   2. dkdv         one CTA per (K/V block of Bc keys, kv head, batch); 8 warps. K_j and V_j stay in
-//                   shared memory, dK_j and dV_j in registers, while the Q blocks (Br rows, of every
-//                   query head of the GQA group) that see the block stream through a 2-stage cp.async
-//                   pipeline:
-//                     S^T = K_j Q_i^T, dP^T = V_j dO_i^T      (warps: key groups of 32 x query parts)
-//                     P^T = exp2(S^T scale log2e - LSE2),  dS^T / scale = P^T * (dP^T - D)
-//                     P^T, dS^T -> shared memory (bf16/fp16), the transposes the next MMAs read
-//                     dV_j += P^T dO_i,  dK_j += dS^T Q_i    (warps: key groups of 32 x head_dim parts;
-//                                                               dK_j times scale once, at the end)
-//                     dQ_i += dS K_j                           (fp32 red.add into scratch; skipped when
-//                                                               deterministic)
-//                   Bc x Br = 128 x 128 for d = 64, 128 x 64 for d = 128 (and for d = 64 where shared
-//                   memory is under 162 KiB), 64 x 64 for d = 256 (64 x 32 where it is under 208 KiB,
-//                   as on A100)
-//   3. dq           deterministic only: one CTA per (Q block of 64, head, batch), 4 warps of 16 rows,
-//                   recomputing S, P, dP and dS over its K/V blocks (two extra MMAs a tile) so that dQ
-//                   is summed in a fixed order, without atomics
-//   4. convert      dQ fp32 scratch times scale -> dq in the input dtype (atomic path)
-// Softcap's derivative, scale * (1 - tanh^2), is folded into dS (its scale, as ever, at the end). Tiles wholly outside the mask are
-// never visited; tiles crossing its edge are masked element by element.
+// Four kernels, in launch order, by role:
+//   preprocess  D_i = rowsum(dO_i o O_i) and LSE_i in log2 units a query row (fp32, 16-byte accesses);
+//               zeroes the row's dQ scratch (atomic path).
+//   dkdv        scheduler: one CTA per (K/V block of Bc keys, kv head, batch); rows_seeing gives the Q
+//                 blocks that see the block, and the CTA walks (query head of the GQA group, Q block)
+//                 steps with counters.
+//               producer: K_j and V_j once into shared memory; Q_i, dO_i, LSE2 and D of each step through
+//                 a 2-stage cp.async pipeline.
+//               consumer: 8 warps, along the keys (16 mma_tiles each) and along the queries or the head
+//                 dim, five GEMMs a step (mma.cuh mma_pair / mma_acc through Ldsm):
+//                   S^T = K_j Q_i^T, dP^T = V_j dO_i^T
+//                   P^T = exp2(S^T scale log2e - LSE2), dS^T / scale = P^T o (dP^T - D)   (prob_grad,
+//                     softcap's derivative folded in; edge tiles masked with two compares an element)
+//                   P^T, dS^T -> shared memory (the transposes the next MMAs read)
+//                   dV_j += P^T dO_i, dK_j += dS^T Q_i                   (in registers)
+//                   dQ_i += dS K_j                  (red.add into the fp32 scratch, 16 bytes a lane on sm_90)
+//               epilogue: dK_j times scale and dV_j to HBM once (zero for keys no query sees).
+//   dq          deterministic only: one CTA per (Q block of 64, head, batch), 4 warps of 16 rows,
+//               recomputing S, P, dP and dS over its K/V blocks (key_blocks, as the forward) so that dQ
+//               is summed in a fixed order, without atomics.
+//   convert     dQ's fp32 scratch times scale -> dq in the input dtype (atomic path).
 //
-// Version index (bench/gpu_compare.py; numbers in bench/results/; NVIDIA H200, bf16, 16k tokens,
-// hidden 2048, forward+backward TFLOP/s against SDPA flash in the same process):
-//   v1  16 keys a warp, Bc = 64; Br = 64 (d <= 128) or 32 (d = 256); scalar fp32 atomicAdd for dQ.
-//       s=4k: 0.38x (d=128) to 0.52x (d=256 causal), with the forward's v3.
-//   v2  softcap a template parameter and the mask hoisted out of the element loops (as the forward's
-//       v4), cheap tile loads (v5): 0.46-0.61x.
-//   v3  Bc = 128 for d <= 128 (dkdv 9.95 -> 5.70 ms at d=128 s=4k under ncu), 8-byte dQ reductions
-//       (red.global.add.v2.f32, which returns nothing: atomicAdd(float2*) compiled to an atom that
-//       waits for the old value), Br = 64 for d = 256: 0.79-0.82x.
-//   v4  two 16-key MMA tiles a warp, so each Q / dO fragment from shared memory feeds two MMAs:
-//       full sweep (bench/results/gpu-h200-2026-11-22-fa2v5.md) 0.78-0.89x at s >= 1024; d=128 s=16k
-//       290 TFLOP/s vs flash 326, cuDNN 557. Where it stands (ncu, d=128 s=4k, v3): tensor pipe 38%
-//       active, stalls led by short scoreboard (shared memory) and fixed-latency waits; 1 CTA of 8
-//       warps a SM (229 registers, 160 KiB).
-//   v5  dQ with two 16-row tiles a warp for d >= 128 (each K fragment feeds two MMAs): +2-3% in the
-//       same process against v4 (d=128 s=4k 277 -> 284 TFLOP/s, s=16k 288 -> 296). Full sweep
-//       (bench/results/gpu-h200-2026-11-22-fa2v6.md): 0.77-0.91x flash at s >= 1024; d=128 reaches
-//       0.90-0.91x from s = 4k non-causal and 8k causal, d=64 0.77-0.87x, d=256 0.81-0.86x.
-//   v6  On an NVIDIA H100, each change A/B'd in one process (bench/ab_libs.py; CSVs in bench/results/):
-//       - d = 64 takes Br = 128 query rows a step, as FA2 does there (more MMAs per fragment read):
-//         +3-4% (results/gpu-bwdshape-h100-2026-11-22-s2-*.csv against -s0-*.csv); two CTAs an SM at
-//         <= 128 registers (FLASHLAB_FA2_BWD_SHAPE=3; d = 64 then spills) measured 0.74-0.81x flash
-//         against the default's 0.80-0.92x (-s2-, -s3-) and is not kept;
-//       - ncu's source view (d=256, s=4k; bench/ncu_kernels.py) put 19% of the warps' stall samples on
-//         the load/store queue being full (`lg`) at the dQ reductions, and 10% on the barrier after
-//         them; SDPA flash's kernel shows neither. dQ is now added with 16-byte reductions, half as
-//         many instructions (a lane pair swaps halves first): +1-8%, d=256 +5-8%
-//         (ab-h100-2026-11-22-dq-red-v4.csv); scalar reductions, as FA2's atomicAdd, are 13-30% slower
-//         (...-dq-red-scalar.csv) and dQ before dV/dK 0-4% slower (...-dq-first.csv);
-//       - dQ with two 16-row tiles a warp at Br = 128 (d = 64): +1-3% (...-dq-two-row-tiles-d64.csv);
-//       - the dQ scratch is zeroed by the preprocess kernel instead of a memset.
-//       Tried and not kept: the CTAs of a head starting at different Q blocks, so that their dQ
-//       reductions hit different rows at a time (no change beyond noise: ...-bwd-stagger.csv), and on
-//       sm_90 for d <= 128 dQ staged in shared memory and added row by row by the bulk-copy engine
-//       (cp.reduce.async.bulk; no reduction instructions, but an extra barrier a step and the staging
-//       writes: 4-7% slower, ...-dq-bulk-copy.csv; correct and sanitizer-clean), and dQ in two column
-//       passes, each added as soon as summed, to spread the reductions (d = 256 +1-3%, d <= 128 1-6%
-//       slower: ...-dq-two-passes.csv), and S^T's MMAs before dP^T's with P^T's exponentials placed
-//       between them, as FA2 orders them (0.97-1.01x: ...-bwd-split-s-dp.csv).
-//       Full sweep (bench/results/gpu-h100-2026-11-22-fa2v7.md), forward+backward against SDPA flash at
-//       s >= 1024: d=64 0.85-0.95x, d=128 0.86-0.95x, d=256 0.87-0.94x; 19 of 30 cells reach 0.9x,
-//       the causal s <= 2k ones do not. ncu (d=128, s=4k): dkdv 4.72 ms against flash's 4.42 ms.
-//   v7  Fewer instructions a step, from ncu's SASS-level counts beside SDPA flash's kernel (d=128 s=1k
-//       causal: 231M against 174M; the same MMAs and ldmatrix, 70% more integer work):
-//       - edge tiles masked with two compares with constants an element (the band's bounds per key row)
-//         instead of col_begin / col_end per element: 610 instructions a masked step down to ~130;
-//       - the steps walk (head, Q block) with counters instead of a division; load_tile as the forward's;
-//       - scale folded out of dS, as FA2: dK and dQ take it once, at the end;
-//       - dQ's reductions predicated and from one base pointer a step; preprocess and convert with
-//         16-byte accesses.
-//       Together +3-14% forward+backward (causal s=1k d=64 0.86 -> 0.98x flash;
-//       results/ab-h100-2026-11-22-instruction-diet.csv). Then ldmatrix with compile-time offsets
-//       (mma.cuh Ldsm, with a warp's run-time chunk offset in its lane parts): +0-3%
-//       (...-bwd-ldsm-and-fwd-split-waits.csv). Full sweep (bench/results/gpu-h100-2026-11-22-fa2v8.md),
-//       forward+backward, s >= 1024: d=64 0.95-0.99x, d=128 0.95-1.00x, d=256 0.90-0.96x; 29 of 30
-//       cells reach 0.9x (d=256 non-causal s=1k: 0.898x). Deterministic: 0.80-0.92x
-//       (...-fa2v8-deterministic.md). ncu (d=256, s=2k): dkdv 2.96 ms against flash's 2.65 ms, 658M
-//       instructions against 556M, tensor pipe 36% against 41% active.
-//       Review mend: the deterministic dq kernel reads its fragments through Ldsm / mma_pair as well,
-//       and mma.cuh's run-time-offset load_* are gone; harness, memcheck and racecheck pass on the H100,
-//       fwd+bwd A/B 0.98-1.01x (...-review-one-fragment-reader.csv), deterministic d=256 s=8k/16k the
-//       same in interleaved runs (...-review-dq-kernel-deterministic.csv).
-//       Tried and not kept: whole Q blocks adding dQ without per-reduction tests (ptxas branches around
-//       each tested one): 0.97-1.02x, no gain (...-dq-unchecked-whole-blocks.csv).
+// Tile shape: shapes.hpp's fa2_backward_shape by the device's shared memory per block, and
+// fa2_backward_dq_shape (`flashlab shapes --pass bwd --hdim 64,128,256 --gpu h100-sxm`). dkdv Bc x Br:
+// 128 x 128 at d = 64 (128 x 64 under 162 KiB a block), 128 x 64 at d = 128, 64 x 64 at d = 256 (64 x 32
+// with one key tile a warp under 209 KiB, as on an A100); two 16-key MMA tiles a warp, one CTA an SM.
+//
+// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-22, backward v7 with forward v8, bf16, batch x seqlen
+// = 16k, heads x d = 2048, forward + backward against SDPA flash in the same process, s = 1k-16k, two
+// sweeps (bench/results/gpu-h100-2026-11-22-fa2v9.md, -fa2v9-run2.csv): d = 64 0.96-1.01x (296 vs 300
+// TFLOP/s at s = 16k), d = 128 0.96-1.01x (329 vs 328), d = 256 0.91-0.96x (265 vs 283); deterministic
+// 0.82-0.93x (-fa2v9-deterministic.md). ncu, d = 256 s = 2k: dkdv 2.96 ms to flash's 2.65 ms.
+//
+// Version index (forward + backward against SDPA flash; the full entries, with every experiment tried
+// and not kept, are in gpu/HISTORY.md):
+//   v1  16 keys a warp, Bc = 64, scalar fp32 atomicAdd for dQ: H200 s = 4k 0.38-0.52x.
+//   v2  softcap a template parameter, mask out of the element loops, cheap tile loads: 0.46-0.61x.
+//   v3  Bc = 128 for d <= 128, 8-byte dQ reductions (red.global.add.v2.f32), Br = 64 at d = 256: 0.79-0.82x.
+//   v4  two 16-key MMA tiles a warp (each Q / dO fragment feeds two MMAs): H200 0.78-0.89x.
+//   v5  dQ with two 16-row tiles a warp for d >= 128: +2-3%; H200 0.77-0.91x.
+//   v6  Br = 128 at d = 64; 16-byte dQ reductions; dQ scratch zeroed by preprocess: H100 0.85-0.95x.
+//   v7  fewer instructions a step (edge masks by two compares, counters for the steps, scale out of dS,
+//       predicated reductions), Ldsm immediate offsets: H100 0.90-1.00x; deterministic 0.80-0.92x.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

@@ -1,113 +1,47 @@
-// fa2: FlashAttention-2 forward on tensor cores.
+// fa2: FlashAttention-2 forward on tensor cores, head dims 64 and 128 (every multiple of 8 up to 128,
+// zero-padded); head dim 256 runs fa2_fwd_pairs.cu. bf16 / fp16 in, fp32 accumulate; causal and
+// sliding-window masks (bottom-right), softcap, GQA/MQA, seqlen_q != seqlen_k, varlen, LSE out.
 //
-// One CTA per (Q block of Br rows, head, batch); 4 warps, each owning 16 kMT
-// query rows (Br = 128, kMT = 2 for head_dim <= 128). K_j and V_j stream through
-// shared memory (cp.async, two stages; Bc = 128 keys at head_dim 64, 64 at 128),
-// swizzled so that ldmatrix reads are conflict-free. The building blocks
-// (swizzle, cp.async, ldmatrix, mma.sync, fragment packing) are in mma.cuh.
-// Head dim 256 runs fa2_fwd_pairs.cu, where two warps share 32 rows and split
-// the head dim (v8); this file's d = 256 shape is v7's, kept for A/B runs.
-//   S_ij = Q_i K_j^T       mma.sync m16n8k16, fp32 accumulate (Q via ldmatrix, K via ldmatrix)
-//   m, l, P~               online softmax on the accumulator fragments, exp2 with
-//                          scale * log2(e) folded in; rows reduced across the 4 lanes of a quad
-//   O_i += P~ V_j          P~ repacked in registers as the A operand (bf16/fp16), V via ldmatrix.trans
-//   O_i / l_i, LSE_i       once, after the last K/V block (deferred normalization)
-// Tiles wholly outside the causal / sliding-window mask are never visited; the
-// partial ones are masked element by element.
+// The kernel body, top to bottom, by role:
+//   scheduler  one CTA per (Q block of Br rows, head, batch): grid (ceil(seqlen_q / Br), heads_q, batch).
+//              sequence.cuh's key_blocks gives the K/V blocks [j_begin, j_end) the Q block sees and
+//              which of them cross the mask's edge; blocks wholly outside it are never visited.
+//   producer   every thread issues cp.async copies (mma.cuh load_tile, one 16-byte chunk a thread a
+//              step): Q_i once, then K_j and V_j into `stages` XOR-swizzled buffers, block j + 1 in flight
+//              while block j is computed.
+//   consumer   each warp owns 16 x mma_tiles query rows. S = Q_i K_j^T by mma.sync m16n8k16 (mma.cuh
+//              mma_acc: Q and K through ldmatrix, each K fragment feeding mma_tiles MMAs);
+//              O_i += P~ V_j with P~ repacked in registers as the A operand and V through ldmatrix.trans.
+//   softmax    softmax.cuh on the accumulator fragments: softcap, the edge mask (only on blocks that
+//              cross it), row max, exp2 with scale * log2(e) folded into one FMA, row sums, O's rescale;
+//              a row's four lanes reduce it by shuffles.
+//   epilogue   O_i / l_i once, after the last block (deferred normalization), LSE_i = m_i ln 2 + ln l_i;
+//              O stored from the fragments (the d = 256 shapes kept for experiments go through shared
+//              memory as 16-byte row chunks).
 //
-// Version index (time with bench/gpu_compare.py on the GPU machine; numbers in bench/results/):
-//   v1  Br = Bc = 64, 4 warps, 2-stage cp.async for K/V, XOR-swizzled smem, Q re-read per tile
-//       via ldmatrix; head_dim 64/128/256; causal, window, softcap, GQA, varlen, LSE.
-//       NVIDIA H200, bf16, 16k tokens, hidden 2048, forward (bench/results/gpu-fwd-h200-2026-11-22-fa2v1.csv):
-//       d=64 s=4k 154 TFLOP/s vs SDPA flash 301 (0.51x), cuDNN 451; d=128 s=4k 159 vs 355 (0.45x);
-//       d=256 s=4k 204 vs 319 (0.64x); causal d=128 s=16k 152 vs 323 (0.47x).
-//   v2  two MMA row tiles per warp (Br = 128) for d <= 128, and the mask applied only to tiles that
-//       cross its edge. Same GPU and sweep (bench/results/gpu-fwd-h200-2026-11-22-fa2v2.csv): d=64 s=4k
-//       101 TFLOP/s (0.33x flash), d=128 159 (0.46x): slower at d=64 (255 registers, half the CTAs per
-//       SM), no gain at d=128. Kept: the edge-only mask. Reverted: kMT = 1 (v3).
-//   v3  v1's shapes with v2's edge-only mask (bench/results/gpu-fwd-h200-2026-11-22-fa2v3.csv, same sweep):
-//       d=64 s=4k 138 TFLOP/s vs flash 303 (0.46x; v1 measured 154), d=128 152 vs 350 (0.43x),
-//       d=256 203 vs 322 (0.63x), causal d=128 s=16k 146 vs 325 (0.45x); cuDNN 459-672 in the same run.
-//   v4  softcap a template parameter and the mask test hoisted out of the element loops: per-element
-//       uniform branches had split the softmax into basic blocks the compiler could not schedule
-//       (PTX showed two branches an element). ex2.approx.ftz; the scale folded into one FMA with the
-//       max. Same sweep at s=4k (bench/results/gpu-fwd-h200-2026-11-22-fa2v4-shape0.csv): d=64 215
-//       TFLOP/s (0.70x flash), d=128 220 (0.64x); kMT = 2 (shape1.csv) 267 (0.87x) and 276 (0.80x).
-//       ncu (d=128, v4 shapes): 1088 instructions per warp per K/V block for 128 MMAs, most of them
-//       the tile loads' address arithmetic (a division and a 64-bit multiply per 16-byte copy).
-//   v5  tile loads with one fixed chunk per thread and constant address steps (mma.cuh load_tile);
-//       kMT = 2 (Br = 128) for d <= 128, now that registers allow it. Full sweep, fwd and fwd+bwd
-//       (bench/results/gpu-h200-2026-11-22-fa2v5.md): d=64 1.00-1.05x SDPA flash (s >= 1024),
-//       d=128 0.93-1.01x, d=256 0.88-0.93x; e.g. d=128 s=16k 349 TFLOP/s vs flash 349, cuDNN 606.
-//       Tried and not kept (FLASHLAB_FA2_FWD_SHAPE, same GPU): 8 warps of 16 rows (0.66-0.88x), Q in
-//       registers (0.56-0.74x), and for d=256 two K/V stages (0.70x), Bc = 32 (0.83-0.86x), 8 warps
-//       (0.84x), FA2's split K/V waits in the one-stage pipeline (no change beyond noise), and 8 warps
-//       with two stages (shape 5: 0.97x at s=16k non-causal, but 0.82-0.88x causal and at s=1k).
-//       With any head_dim that is a multiple of 8 zero-padded to 64/128/256 (column predicates in the
-//       loads and stores), the next full sweep (bench/results/gpu-h200-2026-11-22-fa2v6.md) gave d=64
-//       0.99-1.03x, d=128 0.96-0.99x, d=256 0.88-0.94x: the ratios move by 2-3% between runs.
-//   v6  ldmatrix addresses with the swizzle's XOR split so that it only mixes constants with the lane's
-//       bits (swizzle_at, since v7 mma.cuh Ldsm): each address is a register plus a constant after unrolling. A/B in
-//       one process on an NVIDIA H100 (bench/ab_libs.py, results/ab-h100-2026-11-22-swizzle-split.csv):
-//       d=256 +1-4%, d=64/128 within the +-3% noise. Full sweep on the H100, fwd and fwd+bwd
-//       (bench/results/gpu-h100-2026-11-22-fa2v7.md): d=64 1.00-1.05x SDPA flash (s >= 1024), d=128
-//       0.97-1.02x, d=256 0.91-0.99x; e.g. d=128 s=16k 352 TFLOP/s vs flash 355, cuDNN 635.
-//       Tried and not kept (same GPU): Q in registers at d=256 (FLASHLAB_FA2_FWD_SHAPE=6, since removed:
-//       124 bytes of spills, 0.79-0.84x against 0.87-0.91x), a predicate-free branch for tiles wholly in range in
-//       load_tile (0.94-0.99x of without: results/ab-h100-2026-11-22-inrange-fastpaths.csv), and the
-//       heaviest causal Q blocks launched first (no change beyond noise: ...-fwd-reverse-order.csv).
-//   v7  Fewer instructions a K/V block, found by setting ncu's SASS-level counts (source view) beside SDPA
-//       flash's kernel (bench/ncu_kernels.py, d=256 s=4k: 615M instructions against flash's 488M):
-//       - load_tile compares the pass index with one per-thread limit and no longer swaps a zero-filled
-//         copy's address for a safe one (two selects and predicate juggling a 16-byte copy): d=256 +4%,
-//         547M instructions (results/ab-h100-2026-11-22-instruction-diet.csv);
-//       - ldmatrix with compile-time offsets (mma.cuh Ldsm, unroll): the compiler had hoisted every
-//         load's offset into a register of its own (144 at d=256) and, short of registers, recomputed
-//         them each block; now an operand has four. d=128 +4-9%, d=256 +0-3%; 482M instructions
-//         (...-fwd-ldsm-immediates.csv);
-//       - at d=256, O leaves through the warp's rows of shared memory as 16-byte row chunks: +1-5%;
-//         d<=128 keep the fragment stores, 0-2% faster there (...-fwd-smem-epilogue.csv).
-//       Full sweep on the H100 (bench/results/gpu-h100-2026-11-22-fa2v8.md), s >= 1024: d=64
-//       0.99-1.12x SDPA flash, d=128 1.02-1.08x, d=256 0.97-1.06x; 19 of 30 cells reach 1.0x, the
-//       others are 0.97-0.997x (d=256 below 16k, d=64 at 1k non-causal and 2k causal). E.g. d=128
-//       s=16k 376 TFLOP/s vs flash 352, cuDNN 618.
-//       Tried and not kept: the shared-window address as unsigned 32-bit arithmetic alone (d=256 3-5%
-//       slower: ...-ldmatrix-u32-address.csv); FA2's split K/V waits at d=256 (V_j loading during
-//       S = Q K_j^T, K_j+1 during P V_j: +1-4% at s=1k, -3% at s=4k: ...-bwd-ldsm-and-fwd-split-waits.csv);
-//       the first block's V in a cp.async group of its own (with the shared-memory epilogue 4-8% slower
-//       everywhere: ...-fwd-first-v-group-and-smem-epilogue.csv); at d=256, shapes 4 and 5 again (8
-//       warps, Br=128; one stage 0.82-0.94x, two stages 0.93-1.03x against the default's 0.98-1.06x in
-//       the sweep); O rescaled only when a row of the warp found a new maximum (a vote and a branch
-//       a block): 3-6% slower, except d=128 at s >= 4k (+1-3%) (...-fwd-conditional-rescale.csv).
-//   v8  Less shared-memory traffic a MMA where it was the limit. ncu at d=256 s=4k put this kernel's
-//       shared-memory pipe 74% busy (SDPA flash's 77%: the same 4 warps of 16 rows) and its tensor pipe
-//       50%; the H100's ldmatrix rate, measured (simulator/validation/microbench-h100-2026-11-22.json:
-//       130 B a clock an SM, mma.sync 2496 FLOP), makes a 16-row warp's K/V fragments cost more clocks
-//       than its MMAs at d=256. So:
-//       - d=256 moves to fa2_fwd_pairs.cu: a pair of warps shares 32 rows, each warp computes S for
-//         half the keys and accumulates O for half the head dim, P~ crosses through shared memory, and
-//         FA2's split K/V waits ride on the two barriers the exchange needs. 104 ldmatrix.x4 a warp
-//         and K/V block instead of 144; A/B against v7 in one process +0-6% (one cell -2%), 1.01-1.06x
-//         SDPA flash (results/ab-h100-2026-11-22-fwd-d256-pairs-split-waits.csv; the version index
-//         there has the steps, including the variant without split waits, which gained nothing);
-//       - d=64 takes K/V blocks of 128 keys (FLASHLAB_FA2_FWD_SHAPE=4; 255 registers, no spills, 80
-//         KiB): half the blocks, barriers and row-max shuffles for the same MMAs, +2-8% in one
-//         process (...-fwd-d64-bc128.csv). d=128 stays at 64 keys (128 would need 160 KiB, one CTA).
-//       Full sweeps on the H100 (bench/results/gpu-h100-2026-11-22-fa2v9.md, and -fa2v9-run2.csv),
-//       s >= 1024: d=64 1.04-1.09x SDPA flash, d=128 1.01-1.08x, d=256 1.00-1.08x in both runs, so
-//       every cell of the forward reaches 1.0x; e.g. d=256 s=16k 336 TFLOP/s vs flash 332, cuDNN 669;
-//       d=64 s=16k 339 vs 313.
-//       Review: the steps both forward kernels share (softcap, edge mask, row max, exp2 and sums, O's
-//       rescaling, LSE) moved to softmax.cuh, the K/V block range to sequence.cuh's key_blocks: the PTX
-//       is the same but for commuted FMA operands and a prologue's fused parameter loads; on the H100
-//       harness 1185/1185, memcheck/racecheck clean on 4 problems, v8 against v7 +4-9%, 1.01-1.08x
-//       flash at d=64/256 (ab-h100-2026-11-22-fwd-v8-review-shared-softmax.csv).
-//       Second review: S = Q K^T through mma.cuh's mma_acc (also the pairs kernel's and the backward's
-//       dQ loop), P~ packed by c_to_a, and the Q-in-registers experiment (shape 6) removed; every
-//       remaining kernel's PTX is unchanged (register names aside). Not kept: the two forward kernels'
-//       per-head pointers from one shared helper, which changed their prologues' PTX; on the H100 its
-//       outputs were bit-identical and the harness passed, but d=256 s=1k timed 0.96-0.97x of the kept
-//       code in one process (...-review-head-tensors.csv), so the pointer lines stay written twice.
+// Tile shape: shapes.hpp's fa2_forward_shape, with the reason for each (`flashlab shapes --hdim 64,128`):
+// 4 warps of two 16-row MMA tiles (Br = 128), two K/V stages; Bc = 128 keys at d = 64 (80 KiB of
+// shared memory), 64 at d = 128 (96 KiB); two CTAs an SM.
+//
+// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-22, forward v8, bf16, batch x seqlen = 16k, heads x
+// d = 2048, against SDPA flash (FlashAttention 2) in the same process, s = 1k-16k, two sweeps
+// (bench/results/gpu-h100-2026-11-22-fa2v9.md, -fa2v9-run2.csv): d = 64 1.04-1.09x (339 vs 313
+// TFLOP/s at s = 16k), d = 128 1.01-1.08x (373 vs 346). cuDNN (wgmma) runs 642 TFLOP/s at d = 128
+// s = 16k in the same run: mma.sync cannot reach it, an FA3-style kernel is the next step.
+//
+// Version index (bench/gpu_compare.py, bench/ab_libs.py; the full entries, with every experiment tried
+// and not kept, are in gpu/HISTORY.md):
+//   v1  Br = Bc = 64, 4 warps, 2-stage cp.async, swizzled shared memory: H200 d = 128 s = 4k 0.45x flash.
+//   v2  two MMA row tiles a warp (255 registers, slower at d = 64) and the mask only on edge tiles (kept).
+//   v3  v1's shapes with v2's edge-only mask: H200 0.43-0.63x.
+//   v4  softcap a template parameter, mask test out of the element loops, ex2.approx: 0.64-0.87x.
+//   v5  tile loads with one fixed chunk a thread; two row tiles a warp for d <= 128; any head dim that is
+//       a multiple of 8, zero-padded: H200 0.88-1.05x.
+//   v6  ldmatrix addresses a register plus a constant (the swizzle's XOR split): H100 0.91-1.05x.
+//   v7  fewer instructions a block (ncu's SASS counts): load_tile's predicates, Ldsm's immediate offsets,
+//       d = 256's shared-memory epilogue: H100 0.97-1.12x.
+//   v8  d = 256 moves to fa2_fwd_pairs.cu; K/V blocks of 128 keys at d = 64; the shared softmax steps in
+//       softmax.cuh, key_blocks in sequence.cuh: H100 1.00-1.09x, every cell of the sweep at 1.0x or more.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
