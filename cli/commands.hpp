@@ -13,6 +13,7 @@ void add_trace(CLI::App& app);
 void add_tour(CLI::App& app);
 void add_estimate(CLI::App& app);
 void add_viz(CLI::App& app);  // runs flashlab-viz (visualizer/)
+void add_shapes(CLI::App& app);  // gpu/shapes.hpp's tile shapes
 
 // Prints (table) or dumps (json) the check of every implementation; true when all pass.
 bool run_check(const Problem& p, harness::Pass pass, uint64_t seed, double logit_scale, bool json);

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   flashlab::cli::add_trace(app);
   flashlab::cli::add_estimate(app);
   flashlab::cli::add_viz(app);
+  flashlab::cli::add_shapes(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,24 +1,45 @@
-// fa1_minimal: Algorithm 1 of FlashAttention, as plainly as CUDA allows.
+// fa1_minimal: Algorithm 1 of FlashAttention, as plainly as CUDA allows. It is here to be read next to
+// the paper, not to be fast.
 //
-// fp32, scalar, no tensor cores. One CTA per (batch, head); K/V blocks outer
-// (j), Q blocks inner (i), exactly the paper's loop order: O, l and m live in
-// HBM and are read and written back at every step. One thread owns one row of
-// the Q block. It is here to be read next to the paper, not to be fast.
+// The kernel body, by role (one kernel does all; fa1_init_kernel first sets O = 0, l = 0, m = -inf):
+//   scheduler  one CTA per (batch, head); K/V blocks outer (j), Q blocks inner (i): exactly the paper's
+//              loop order, Tc x Tr steps in one CTA.
+//   producer   thread t copies key row t of K_j and V_j, then its query row of Q_i, into shared memory
+//              (fp32, no cp.async).
+//   consumer   one thread a query row: S_ij = scale Q_i K_j^T by scalar dot products (softcap, the
+//              bottom-right causal / window mask per element), P~ V_j likewise; no tensor cores.
+//   softmax    m~ = rowmax(S_ij), P~ = exp(S_ij - m~), l~ = rowsum(P~); m_new, l_new as Algorithm 1.
+//   epilogue   every step: O_i = diag(l_new)^-1 (diag(l) e^(m - m_new) O_i + e^(m~ - m_new) P~ V_j) and
+//              m, l written back to HBM; at the end LSE = m + log(l).
+// GQA, seqlen_q != seqlen_k; no varlen. fp32 only (other dtypes are converted by host.cu).
 //
-// Version index (measure with `flashlab check` on a GPU; see bench/):
-//   v1  Algorithm 1 with masks (causal / window, bottom-right), softcap, GQA,
-//       seqlen_q != seqlen_k; fp32 only; Br = Bc = 32.
+// Tile shape: shapes.hpp's fa1_minimal_shape (`flashlab shapes --algo fa1-minimal`): Br = Bc = 32, one
+// warp (a thread a row), (Br + 2 Bc) d floats of shared memory (96 KiB at d = 256).
+//
+// Where it stands: checked, not timed. The shared harness runs it (gpu-fa1-minimal) against the fp64
+// oracle on every case where a GPU is present; no timing against the anchors has been recorded.
+//
+// Version index (full entries in gpu/HISTORY.md):
+//   v1  Algorithm 1 with masks (causal / window, bottom-right), softcap, GQA, seqlen_q != seqlen_k; fp32;
+//       Br = Bc = 32.
 #include <cfloat>
 #include <cmath>
 
 #include "cuda_check.hpp"
 #include "kernels.hpp"
 #include "mask.cuh"
+#include "shapes.hpp"
 
 namespace flashlab::gpu {
 namespace {
 
-constexpr int Br = 32, Bc = 32;
+// Br, Bc and the thread count (one a row of Q_i) are shapes.hpp's fa1_minimal_shape, the same at every
+// head dim it takes.
+constexpr int Br = fa1_minimal_shape(64).block_m, Bc = fa1_minimal_shape(64).block_n;
+static_assert(fa1_minimal_shape(64).threads == Br && fa1_minimal_shape(1).block_m == Br &&
+                  fa1_minimal_shape(256).block_m == Br && fa1_minimal_shape(1).block_n == Bc &&
+                  fa1_minimal_shape(256).block_n == Bc,
+              "fa1_minimal_kernel's tiles do not depend on the head dim");
 
 __global__ void fa1_minimal_kernel(AttentionParams p, float* l_hbm, float* m_hbm) {
   extern __shared__ float sram[];
@@ -106,11 +127,13 @@ __global__ void fa1_init_kernel(AttentionParams p, float* l, float* m) {
 }  // namespace
 
 void fa1_minimal_forward(const AttentionParams& p, float* l_scratch, float* m_scratch, cudaStream_t stream) {
-  const size_t smem = size_t(Br + 2 * Bc) * p.head_dim * sizeof(float);
+  const TileShape shape = fa1_minimal_shape(p.head_dim);
+  if (!shape.supported()) throw Error(std::string("fa1_minimal: ") + shape.why);
+  const size_t smem = size_t(shape.smem_bytes);  // (Br + 2 Bc) head_dim floats
   FLASHLAB_CUDA(cudaFuncSetAttribute(fa1_minimal_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   fa1_init_kernel<<<256, 256, 0, stream>>>(p, l_scratch, m_scratch);
   FLASHLAB_CUDA_LAUNCHED();
-  fa1_minimal_kernel<<<dim3(p.batch, p.heads_q), Br, smem, stream>>>(p, l_scratch, m_scratch);
+  fa1_minimal_kernel<<<dim3(p.batch, p.heads_q), shape.threads, smem, stream>>>(p, l_scratch, m_scratch);
   FLASHLAB_CUDA_LAUNCHED();
 }
 

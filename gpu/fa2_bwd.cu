@@ -1,43 +1,50 @@
-// fa2: FlashAttention-2 backward on tensor cores (FA2 paper, Algorithm 2).
+// fa2: FlashAttention-2 backward on tensor cores (FA2 paper, Algorithm 2), the head dims and dtypes of
+// the forward (fa2_fwd.cu). dK and dV a K/V block at a time; dQ by fp32 reductions into a scratch
+// buffer, or, deterministic, by a Q-outer kernel of its own.
 //
-// Four kernels, in launch order:
-//   1. preprocess   D_i = rowsum(dO_i * O_i) and LSE_i in log2 units, per query row (fp32); zeroes
-//                   the row's dQ scratch (atomic path)
-//   2. dkdv         one CTA per (K/V block of Bc keys, kv head, batch); 8 warps. K_j and V_j stay in
-//                   shared memory, dK_j and dV_j in registers, while the Q blocks (Br rows, of every
-//                   query head of the GQA group) that see the block stream through a 2-stage cp.async
-//                   pipeline:
-//                     S^T = K_j Q_i^T, dP^T = V_j dO_i^T      (warps: key groups of 32 x query parts)
-//                     P^T = exp2(S^T scale log2e - LSE2),  dS^T / scale = P^T * (dP^T - D)
-//                     P^T, dS^T -> shared memory (bf16/fp16), the transposes the next MMAs read
-//                     dV_j += P^T dO_i,  dK_j += dS^T Q_i    (warps: key groups of 32 x head_dim parts;
-//                                                               dK_j times scale once, at the end)
-//                     dQ_i += dS K_j                           (fp32 red.add into scratch; skipped when
-//                                                               deterministic)
-//                   Bc x Br = 128 x 128 for d = 64, 128 x 64 for d = 128 (and for d = 64 where shared
-//                   memory is under 162 KiB), 64 x 64 for d = 256 (64 x 32 where it is under 208 KiB,
-//                   as on A100)
-//   3. dq           deterministic only: one CTA per (Q block of 64, head, batch), 4 warps of 16 rows,
-//                   recomputing S, P, dP and dS over its K/V blocks (two extra MMAs a tile) so that dQ
-//                   is summed in a fixed order, without atomics
-//   4. convert      dQ fp32 scratch times scale -> dq in the input dtype (atomic path)
-// Softcap's derivative, scale * (1 - tanh^2), is folded into dS (its scale, as ever, at the end). Tiles wholly outside the mask are
-// never visited; tiles crossing its edge are masked element by element.
+// Four kernels, in launch order, by role:
+//   preprocess  D_i = rowsum(dO_i o O_i) and LSE_i in log2 units a query row (fp32, 16-byte accesses);
+//               zeroes the row's dQ scratch (atomic path).
+//   dkdv        scheduler: one CTA per (K/V block of Bc keys, kv head, batch); rows_seeing gives the Q
+//                 blocks that see the block, and the CTA walks (query head of the GQA group, Q block)
+//                 steps with counters.
+//               producer: K_j and V_j once into shared memory; Q_i, dO_i, LSE2 and D of each step through
+//                 a 2-stage cp.async pipeline.
+//               consumer: 8 warps, along the keys (16 mma_tiles each) and along the queries or the head
+//                 dim, five GEMMs a step (mma.cuh mma_pair / mma_acc through Ldsm):
+//                   S^T = K_j Q_i^T, dP^T = V_j dO_i^T
+//                   P^T = exp2(S^T scale log2e - LSE2), dS^T / scale = P^T o (dP^T - D)   (prob_grad,
+//                     softcap's derivative folded in; edge tiles masked with two compares an element)
+//                   P^T, dS^T -> shared memory (the transposes the next MMAs read)
+//                   dV_j += P^T dO_i, dK_j += dS^T Q_i                   (in registers)
+//                   dQ_i += dS K_j                  (red.add into the fp32 scratch, 16 bytes a lane on sm_90)
+//               epilogue: dK_j times scale and dV_j to HBM once (zero for keys no query sees).
+//   dq          deterministic only: one CTA per (Q block of 64, head, batch), 4 warps of 16 rows,
+//               recomputing S, P, dP and dS over its K/V blocks (key_blocks, as the forward) so that dQ
+//               is summed in a fixed order, without atomics.
+//   convert     dQ's fp32 scratch times scale -> dq in the input dtype (atomic path).
 //
-// Measured (ANCHORS.md, NVIDIA H100 80GB HBM3, 2026-11-23, one process, forward + backward with the
-// forward above): 0.97-1.01x PyTorch SDPA flash at d = 64, 0.96-1.01x at d = 128, 0.92-0.97x at d = 256;
-// cuDNN is 1.26-1.73x faster.
+// Tile shape: shapes.hpp's fa2_backward_shape by the device's shared memory per block, and
+// fa2_backward_dq_shape (`flashlab shapes --pass bwd --hdim 64,128,256 --gpu h100-sxm`). dkdv Bc x Br:
+// 128 x 128 at d = 64 (128 x 64 under 162 KiB a block), 128 x 64 at d = 128, 64 x 64 at d = 256 (64 x 32
+// with one key tile a warp under 209 KiB, as on an A100); two 16-key MMA tiles a warp, one CTA an SM.
 //
-// Version index (the full entries, with every experiment tried and not kept: gpu/HISTORY.md):
-//   v1  16 keys a warp, Bc = 64, scalar fp32 atomicAdd for dQ: 0.38-0.52x SDPA flash (H200).
-//   v2  softcap a template parameter, mask hoisted, cheap tile loads: 0.46-0.61x.
-//   v3  Bc = 128 for d <= 128, 8-byte dQ reductions, Br = 64 at d = 256: 0.79-0.82x.
-//   v4  two 16-key MMA tiles a warp: 0.78-0.89x.
-//   v5  dQ with two 16-row tiles a warp for d >= 128: 0.77-0.91x.
-//   v6  Br = 128 at d = 64, 16-byte dQ reductions, dQ scratch zeroed in the preprocess: 0.85-0.95x (H100).
-//   v7  fewer instructions a step (mask bounds per key row, counters, scale folded out), Ldsm immediates:
-//       0.90-1.00x; the deterministic path 0.80-0.92x.
-//   --  experiment shapes only with FLASHLAB_SHAPE_EXPERIMENTS (PTX unchanged).
+// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-22, backward v7 with forward v8, bf16, batch x seqlen
+// = 16k, heads x d = 2048, forward + backward against SDPA flash in the same process, s = 1k-16k, two
+// sweeps (bench/results/gpu-h100-2026-11-22-fa2v9.md, -fa2v9-run2.csv): d = 64 0.96-1.01x (296 vs 300
+// TFLOP/s at s = 16k), d = 128 0.96-1.01x (329 vs 328), d = 256 0.91-0.96x (265 vs 283); deterministic
+// 0.82-0.93x (-fa2v9-deterministic.md). ncu, d = 256 s = 2k: dkdv 2.96 ms to flash's 2.65 ms.
+//
+// Version index (forward + backward against SDPA flash; the full entries, with every experiment tried
+// and not kept, are in gpu/HISTORY.md):
+//   v1  16 keys a warp, Bc = 64, scalar fp32 atomicAdd for dQ: H200 s = 4k 0.38-0.52x.
+//   v2  softcap a template parameter, mask out of the element loops, cheap tile loads: 0.46-0.61x.
+//   v3  Bc = 128 for d <= 128, 8-byte dQ reductions (red.global.add.v2.f32), Br = 64 at d = 256: 0.79-0.82x.
+//   v4  two 16-key MMA tiles a warp (each Q / dO fragment feeds two MMAs): H200 0.78-0.89x.
+//   v5  dQ with two 16-row tiles a warp for d >= 128: +2-3%; H200 0.77-0.91x.
+//   v6  Br = 128 at d = 64; 16-byte dQ reductions; dQ scratch zeroed by preprocess: H100 0.85-0.95x.
+//   v7  fewer instructions a step (edge masks by two compares, counters for the steps, scale out of dS,
+//       predicated reductions), Ldsm immediate offsets: H100 0.90-1.00x; deterministic 0.80-0.92x.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -50,6 +57,7 @@
 #include "kernels.hpp"
 #include "mma.cuh"
 #include "sequence.cuh"
+#include "shapes.hpp"
 
 namespace flashlab::gpu {
 namespace {
@@ -159,7 +167,8 @@ __device__ __forceinline__ void add_two_tiles(float* row, int col0, int tc, floa
 #endif
 }
 
-// ---- 2. dK, dV (and dQ by atomics)
+// ---- 2. dK, dV (and dQ by atomics). The tiles are shapes.hpp's fa2_backward_shape, eight warps at
+// every shape (launch_dkdv_for checks each instantiation against it).
 constexpr int kWarpsKV = 8, kThreadsKV = 32 * kWarpsKV;
 
 template <int D, int kBc, int kBr, typename T>
@@ -368,7 +377,8 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
     }
 }
 
-// ---- 3. dQ without atomics (deterministic): Q outer, as the forward
+// ---- 3. dQ without atomics (deterministic): Q outer, as the forward. Shape: shapes.hpp's
+// fa2_backward_dq_shape (Config checks it).
 constexpr int kWarpsQ = 4, kThreadsQ = 32 * kWarpsQ, kBrQ = 16 * kWarpsQ;
 
 template <int D, int kBc, typename T, bool kSoftcap>
@@ -390,9 +400,9 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
   const T* k = static_cast<const T*>(p.k) + s.k_base + g * p.k_head_stride;
   const T* v = static_cast<const T*>(p.v) + s.v_base + g * p.v_head_stride;
 
-  // The K/V blocks this Q block sees and the keys every row of it sees: the forward's rule (sequence.cuh).
-  const KeyBlocks<kBc> blocks = key_blocks<kBrQ, kBc>(row0, s.sq, s.sk, p.window_left, p.window_right);
-  const int j_begin = blocks.begin, j_end = blocks.end, full_lo = blocks.full_lo, full_hi = blocks.full_hi;
+  // The K/V blocks this Q block sees, and where they need no mask (as the forward's).
+  const auto blocks = key_blocks<kBrQ, kBc>(row0, s.sq, s.sk, p.window_left, p.window_right);
+  const int j_begin = blocks.begin, j_end = blocks.end;
 
   int my_row[2], lo[2], hi[2];
   float lse2[2], dsum[2];
@@ -441,7 +451,7 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
     for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) prob_grad<kSoftcap>(acc_s[n][e], acc_dp[n][e], lse2[e / 2], dsum[e / 2], p);
-    if (!(j * kBc >= full_lo && (j + 1) * kBc <= full_hi)) {
+    if (blocks.needs_mask(j)) {
 #pragma unroll
       for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll
@@ -500,7 +510,11 @@ __global__ void __launch_bounds__(256) convert_dq_kernel(const BackwardParams p)
 // ---- launch
 template <int D>
 struct Config {
-  static constexpr int kBcQ = D <= 128 ? 64 : 32;
+  static constexpr TileShape dq = fa2_backward_dq_shape(D);
+  static constexpr int kBcQ = dq.block_n;
+  static_assert(dq.head_dim == D && dq.warps == kWarpsQ && dq.threads == kThreadsQ && dq.block_m == kBrQ &&
+                    dq.stages == 2 && dq.smem_bytes == (2 * kBrQ + 2 * dq.stages * kBcQ) * D * 2,
+                "shapes.hpp's fa2_backward_dq_shape must describe dq_kernel");
 };
 
 // The opt-in shared memory per block of the current device (227 KiB on sm_90, 163 KiB on A100).
@@ -526,29 +540,42 @@ void launch_dkdv(const BackwardParams& p, bool cap, cudaStream_t stream) {
   FLASHLAB_CUDA_LAUNCHED();
 }
 
-// dK and dV (and dQ's atomic sum). Two 16-key MMA tiles a warp, so each Q / dO fragment feeds two
-// MMAs. d = 256 takes 64 query rows a step where shared memory allows (208 KiB: sm_90), else 32 with
-// one key tile a warp (sm_80).
+// The dkdv kernel in the shape fa2_backward_shape gives head dim D on a device with kSmemPerBlock bytes
+// of shared memory per block.
+template <int D, int kSmemPerBlock, typename T>
+void launch_dkdv_for(const BackwardParams& p, bool cap, cudaStream_t stream) {
+  constexpr TileShape s = fa2_backward_shape(D, kSmemPerBlock);
+  static_assert(s.head_dim == D && s.threads == kThreadsKV && s.stages == 2 &&
+                    sizeof(KVSmem<D, s.block_n, s.block_m, T>) == size_t(s.smem_bytes),
+                "shapes.hpp's fa2_backward_shape must describe dkdv_kernel");
+  launch_dkdv<D, s.block_n, s.block_m, T, s.mma_tiles>(p, cap, stream);
+}
+
+constexpr bool same_tiles(const TileShape& a, const TileShape& b) {
+  return a.block_m == b.block_m && a.block_n == b.block_n && a.mma_tiles == b.mma_tiles;
+}
+
+// dK and dV (and dQ's atomic sum), in the shape shapes.hpp's fa2_backward_shape picks for this device's
+// shared memory. Compiled: the shape it picks with the least shared memory and the one with the most
+// (the same at d = 128, where the device is not asked).
 template <int D, typename T>
 void launch_dkdv_default(const BackwardParams& p, bool cap, cudaStream_t stream) {
-  if constexpr (D == 256) {
-    if (max_smem_per_block() < sizeof(KVSmem<D, 64, 64, T>))
-      launch_dkdv<D, 64, 32, T, 1>(p, cap, stream);
-    else
-      launch_dkdv<D, 64, 64, T, 2>(p, cap, stream);
-  } else if constexpr (D == 128) {
-    launch_dkdv<D, 128, 64, T, 2>(p, cap, stream);
-  } else if (max_smem_per_block() < sizeof(KVSmem<D, 128, 128, T>)) {
-    launch_dkdv<D, 128, 64, T, 2>(p, cap, stream);
+  constexpr int kLeast = 0, kMost = 1 << 30;
+  constexpr TileShape least = fa2_backward_shape(D, kLeast), most = fa2_backward_shape(D, kMost);
+  if constexpr (same_tiles(least, most)) {
+    launch_dkdv_for<D, kMost, T>(p, cap, stream);
   } else {
-    launch_dkdv<D, 128, 128, T, 2>(p, cap, stream);
+    const TileShape s = fa2_backward_shape(D, int(max_smem_per_block()));
+    if (same_tiles(s, least)) launch_dkdv_for<D, kLeast, T>(p, cap, stream);
+    else if (same_tiles(s, most)) launch_dkdv_for<D, kMost, T>(p, cap, stream);
+    else throw Error("fa2 backward: fa2_backward_shape chose a dkdv shape that fa2_bwd.cu does not compile");
   }
 }
 
 #if defined(FLASHLAB_SHAPE_EXPERIMENTS)
 // Experimental dkdv shapes for bf16, picked with FLASHLAB_FA2_BWD_SHAPE=N: a development knob for
 // timing them side by side in one process (unset or 0: the default). Compiled only with
-// FLASHLAB_SHAPE_EXPERIMENTS.
+// -DFLASHLAB_SHAPE_EXPERIMENTS=ON (gpu/README.md).
 template <int D, typename T>
 bool launch_dkdv_experiment(const BackwardParams& p, bool cap, cudaStream_t stream) {
   static const int which = [] {
@@ -585,12 +612,15 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
 
   const bool cap = p.softcap > 0.f;
 #if defined(FLASHLAB_SHAPE_EXPERIMENTS)
-  if (!launch_dkdv_experiment<D, T>(p, cap, stream))
+  const bool experiment = launch_dkdv_experiment<D, T>(p, cap, stream);
+#else
+  const bool experiment = false;
 #endif
-    launch_dkdv_default<D, T>(p, cap, stream);
+  if (!experiment) launch_dkdv_default<D, T>(p, cap, stream);
 
   if (p.deterministic) {
     constexpr size_t q_smem = size_t(2 * kBrQ + 4 * C::kBcQ) * D * sizeof(T);
+    static_assert(q_smem == size_t(C::dq.smem_bytes), "dq_kernel's shared memory as shapes.hpp has it");
     auto dq = cap ? dq_kernel<D, C::kBcQ, T, true> : dq_kernel<D, C::kBcQ, T, false>;
     allow_smem(dq, q_smem);
     dq<<<dim3((p.seqlen_q + kBrQ - 1) / kBrQ, p.heads_q, p.batch), kThreadsQ, q_smem, stream>>>(p);

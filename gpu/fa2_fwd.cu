@@ -1,32 +1,47 @@
-// fa2: FlashAttention-2 forward on tensor cores (mma.sync), flashlab's own kernel.
+// fa2: FlashAttention-2 forward on tensor cores, head dims 64 and 128 (every multiple of 8 up to 128,
+// zero-padded); head dim 256 runs fa2_fwd_pairs.cu. bf16 / fp16 in, fp32 accumulate; causal and
+// sliding-window masks (bottom-right), softcap, GQA/MQA, seqlen_q != seqlen_k, varlen, LSE out.
 //
-// The design, by role (tile shape: shapes.hpp's fa2_forward_shape; d = 256 runs fa2_fwd_pairs.cu):
-//   scheduler  one CTA per (Q block of Br = 128 rows, head, batch); the hardware hands them out in grid
-//              order, Q blocks of a head together; 4 warps, each owning 32 query rows (two 16-row MMA tiles).
-//   producer   cp.async loads K_j, V_j into shared memory, two stages deep (Bc = 128 keys at d = 64, 64 at
-//              d = 128), XOR-swizzled so that ldmatrix reads are conflict-free; Q_i is loaded once.
-//   consumer   S_ij = Q_i K_j^T with mma.sync m16n8k16, fp32 accumulate, operands through ldmatrix
-//              (mma.cuh); O_i += P~ V_j with P~ repacked in registers as the A operand, V by ldmatrix.trans.
-//   softmax    softmax.cuh: the mask on edge tiles only, row max across a quad's lanes, exp2 with
-//              scale * log2(e) folded into one FMA, row sums, O_i rescaled when the max moves.
-//   epilogue   O_i / l_i and LSE_i once, after the last K/V block (deferred normalization), from registers.
-// K/V blocks wholly outside the causal or sliding-window mask are never visited (sequence.cuh key_blocks).
+// The kernel body, top to bottom, by role:
+//   scheduler  one CTA per (Q block of Br rows, head, batch): grid (ceil(seqlen_q / Br), heads_q, batch).
+//              sequence.cuh's key_blocks gives the K/V blocks [j_begin, j_end) the Q block sees and
+//              which of them cross the mask's edge; blocks wholly outside it are never visited.
+//   producer   every thread issues cp.async copies (mma.cuh load_tile, one 16-byte chunk a thread a
+//              step): Q_i once, then K_j and V_j into `stages` XOR-swizzled buffers, block j + 1 in flight
+//              while block j is computed.
+//   consumer   each warp owns 16 x mma_tiles query rows. S = Q_i K_j^T by mma.sync m16n8k16 (mma.cuh
+//              mma_acc: Q and K through ldmatrix, each K fragment feeding mma_tiles MMAs);
+//              O_i += P~ V_j with P~ repacked in registers as the A operand and V through ldmatrix.trans.
+//   softmax    softmax.cuh on the accumulator fragments: softcap, the edge mask (only on blocks that
+//              cross it), row max, exp2 with scale * log2(e) folded into one FMA, row sums, O's rescale;
+//              a row's four lanes reduce it by shuffles.
+//   epilogue   O_i / l_i once, after the last block (deferred normalization), LSE_i = m_i ln 2 + ln l_i;
+//              O stored from the fragments (the d = 256 shapes kept for experiments go through shared
+//              memory as 16-byte row chunks).
 //
-// Measured (ANCHORS.md, NVIDIA H100 80GB HBM3, 2026-11-23, one process, bf16, 16k tokens, hidden 2048,
-// s = 512..16k): 1.04-1.16x PyTorch SDPA flash at d = 64, 1.00-1.10x at d = 128, 0.99-1.08x at d = 256;
-// cuDNN's Hopper kernel is 1.34-2.07x faster than this one.
+// Tile shape: shapes.hpp's fa2_forward_shape, with the reason for each (`flashlab shapes --hdim 64,128`):
+// 4 warps of two 16-row MMA tiles (Br = 128), two K/V stages; Bc = 128 keys at d = 64 (80 KiB of
+// shared memory), 64 at d = 128 (96 KiB); two CTAs an SM.
 //
-// Version index (the full entries, with every experiment tried and not kept: gpu/HISTORY.md):
-//   v1  Br = Bc = 64, 4 warps, 2-stage cp.async, swizzled smem: 0.45-0.64x SDPA flash (H200).
-//   v2  two MMA row tiles a warp, mask on edge tiles only: slower at d = 64 (registers); kept the mask.
-//   v3  v1's shapes with v2's mask: 0.43-0.63x (H200).
-//   v4  softcap a template parameter, mask test hoisted, ex2.approx: 0.70x / 0.64x (kMT = 2: 0.87x / 0.80x).
-//   v5  tile loads with constant address steps, kMT = 2 for d <= 128: 0.93-1.05x (H200).
-//   v6  ldmatrix addresses a register plus a constant: 0.97-1.05x (H100).
-//   v7  fewer instructions a K/V block (load_tile, Ldsm immediates, smem epilogue at d = 256): 0.97-1.12x.
-//   v8  d = 256 in warp pairs (fa2_fwd_pairs.cu), d = 64 with 128-key blocks: 1.00-1.09x, every cell >= 1.0x.
-//   --  shapes.hpp: the tile shape from one function; experiment shapes only with FLASHLAB_SHAPE_EXPERIMENTS
-//       (PTX unchanged: bench/results/ptx-2026-11-23-shapes.txt).
+// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-22, forward v8, bf16, batch x seqlen = 16k, heads x
+// d = 2048, against SDPA flash (FlashAttention 2) in the same process, s = 1k-16k, two sweeps
+// (bench/results/gpu-h100-2026-11-22-fa2v9.md, -fa2v9-run2.csv): d = 64 1.04-1.09x (339 vs 313
+// TFLOP/s at s = 16k), d = 128 1.01-1.08x (373 vs 346). cuDNN (wgmma) runs 642 TFLOP/s at d = 128
+// s = 16k in the same run: mma.sync cannot reach it, an FA3-style kernel is the next step.
+//
+// Version index (bench/gpu_compare.py, bench/ab_libs.py; the full entries, with every experiment tried
+// and not kept, are in gpu/HISTORY.md):
+//   v1  Br = Bc = 64, 4 warps, 2-stage cp.async, swizzled shared memory: H200 d = 128 s = 4k 0.45x flash.
+//   v2  two MMA row tiles a warp (255 registers, slower at d = 64) and the mask only on edge tiles (kept).
+//   v3  v1's shapes with v2's edge-only mask: H200 0.43-0.63x.
+//   v4  softcap a template parameter, mask test out of the element loops, ex2.approx: 0.64-0.87x.
+//   v5  tile loads with one fixed chunk a thread; two row tiles a warp for d <= 128; any head dim that is
+//       a multiple of 8, zero-padded: H200 0.88-1.05x.
+//   v6  ldmatrix addresses a register plus a constant (the swizzle's XOR split): H100 0.91-1.05x.
+//   v7  fewer instructions a block (ncu's SASS counts): load_tile's predicates, Ldsm's immediate offsets,
+//       d = 256's shared-memory epilogue: H100 0.97-1.12x.
+//   v8  d = 256 moves to fa2_fwd_pairs.cu; K/V blocks of 128 keys at d = 64; the shared softmax steps in
+//       softmax.cuh, key_blocks in sequence.cuh: H100 1.00-1.09x, every cell of the sweep at 1.0x or more.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -39,6 +54,7 @@
 #include "kernels.hpp"
 #include "mma.cuh"
 #include "sequence.cuh"
+#include "shapes.hpp"
 #include "softmax.cuh"
 
 namespace flashlab::gpu {
@@ -225,13 +241,19 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   }
 }
 
-// The tile shape per head dim is shapes.hpp's fa2_forward_shape (with the reason for each); d = 256 runs
-// fa2_fwd_pairs.cu. Shape<256, 4, 1, 64, 1> is v7's d = 256 kernel (one 16-row tile a warp, one K/V
-// stage), kept for A/B runs as FLASHLAB_FA2_FWD_SHAPE=7 under FLASHLAB_SHAPE_EXPERIMENTS.
+// The tile shape of each compiled head dim is shapes.hpp's fa2_forward_shape (the reason for each is
+// there); d = 256 runs fa2_fwd_pairs.cu, which checks that function's shape for it the same way.
 template <int D>
-using Default = Shape<D, fa2_forward_shape(D).warps, fa2_forward_shape(D).row_tiles, fa2_forward_shape(D).block_n,
-                      fa2_forward_shape(D).stages>;
-using V7d256 = Shape<256, 4, 1, 64, 1>;
+struct DefaultOf {
+  static constexpr TileShape s = fa2_forward_shape(D);
+  using type = Shape<D, s.warps, s.mma_tiles, s.block_n, s.stages>;
+  static_assert(s.head_dim == D && !s.warp_pairs, "fa2_forward_shape(D) must be a shape of this file's kernel");
+  static_assert(type::kBr == s.block_m && type::kThreads == s.threads &&
+                    type::smem_elems() * 2 == s.smem_bytes,
+                "Shape<> and shapes.hpp must agree on Br, the threads and the shared memory");
+};
+template <int D>
+using Default = typename DefaultOf<D>::type;
 
 template <class S, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
@@ -245,7 +267,8 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
 
 #if defined(FLASHLAB_SHAPE_EXPERIMENTS)
 // Experimental shapes for bf16, picked with FLASHLAB_FA2_FWD_SHAPE=N: a development knob for timing
-// them side by side in one process (unset or 0: Default). Compiled only with FLASHLAB_SHAPE_EXPERIMENTS.
+// them side by side in one process (unset or 0: Default). Compiled only with
+// -DFLASHLAB_SHAPE_EXPERIMENTS=ON (gpu/README.md).
 template <int D>
 bool launch_experiment(const AttentionParams& p, cudaStream_t stream) {
   static const int which = [] {
@@ -268,7 +291,7 @@ bool launch_experiment(const AttentionParams& p, cudaStream_t stream) {
       case 3: launch<Shape<D, 4, 1, 32, 1>, T>(p, stream); return true;  // Bc = 32, one stage
       case 4: launch<Shape<D, 8, 1, 64, 1>, T>(p, stream); return true;  // Br = 128, eight warps
       case 5: launch<Shape<D, 8, 1, 64, 2>, T>(p, stream); return true;  // ... two stages (192 KiB)
-      case 7: launch<V7d256, T>(p, stream); return true;                 // v7: 16 rows a warp
+      case 7: launch<Shape<D, 4, 1, 64, 1>, T>(p, stream); return true;  // v7: 16 rows a warp
     }
   }
   return false;

@@ -1,44 +1,43 @@
-// fa2 forward at head_dim 256: warp pairs split the head dim.
+// fa2 forward at head dim 256 (every multiple of 8 above 128, zero-padded): warp pairs split the head dim.
 //
 // Why a kernel of its own. At d = 256 a warp's O accumulator for 16 rows is already 128 registers, so
-// fa2_fwd.cu's kernel (like SDPA flash's) gives each warp 16 query rows, and then every K and V fragment
-// read from shared memory feeds the MMAs of those 16 rows only: an ldmatrix.x4 (512 bytes) per two
-// m16n8k16. On an
-// H100 (simulator/validation/microbench-h100-2026-11-22.json) shared memory delivers 130 bytes a clock
-// an SM and mma.sync 2496 FLOP, so a 64 x 64 block of S and P V at d = 256 needs 2270 clocks of
-// ldmatrix against 1680 of MMA: ncu showed that kernel's shared-memory pipe 74% busy and its tensor
-// pipe 50%, at ~315 TFLOP/s where d = 128 (two 16-row tiles a warp) reaches ~375.
+// fa2_fwd.cu's kernel (like SDPA flash's) could give a warp only 16 query rows, and then every K and V
+// fragment read from shared memory fed one row tile's MMAs: an ldmatrix.x4 (512 bytes) per two m16n8k16.
+// On an H100 (simulator/validation/microbench-h100-2026-11-22.json: shared memory 130 bytes a clock an
+// SM, mma.sync 2496 FLOP) a 64 x 64 block of S and P V then needs 2270 clocks of ldmatrix against 1680
+// of MMA: shared memory, not the tensor cores, set the pace (ncu: its pipe 74% busy, the tensor pipe 50%).
 //
-// Here a pair of warps owns 32 query rows, and each warp of the pair owns half of everything else:
-//   S = Q K_j^T   warp h of the pair computes its 32 rows against keys [32 h, 32 h + 32) of the block:
-//                 each K fragment and each Q fragment feeds two MMAs;
-//   softmax       the row max needs both halves: each warp writes its partial max to shared memory and,
-//                 after the barrier the K buffer needs anyway, takes the larger of its pair's two (so
-//                 both warps rescale by the same alpha, and their partial row sums add at the end);
-//   O += P~ V_j   warp h accumulates O's columns [128 h, 128 h + 128) for the 32 rows (128 registers,
-//                 as before) over all 64 keys: its own half of P~ is in registers, the other half comes
-//                 through shared memory (stmatrix, after the softmax; ldmatrix, after the barrier the
-//                 V buffer needs anyway), and each V fragment feeds two MMAs.
-// Per warp and K/V block: 104 ldmatrix.x4 and 4 stmatrix.x4 for 256 MMAs, against 144 ldmatrix.x4
-// (ncu, d = 256 s = 4k, v2: 213M shared-memory load wavefronts against SDPA flash's 303M, pipe 60% busy
-// against 77%, tensor pipe 53% against 52%, 1609 us against 1664: bench/results/ncu-h100-2026-11-22-fwd-v8.txt).
+// The kernel body, top to bottom, by role:
+//   scheduler  one CTA per (Q block of 64 rows, head, batch), as fa2_fwd.cu; key_blocks picks the K/V
+//              blocks and the edge ones. Two warp pairs a CTA, each owning 32 query rows.
+//   producer   every thread issues cp.async: Q once; one K and one V buffer, loaded in turn (FA2's
+//              split waits): V_j under S = Q K_j^T, K_j+1 under the softmax and P~ V_j.
+//   consumer   warp h of a pair computes S for its pair's 32 rows against keys [32 h, 32 h + 32) of the
+//              block (each K and Q fragment feeds two MMAs), then accumulates O's columns
+//              [128 h, 128 h + 128) over all 64 keys: its own half of P~ from registers, the other
+//              warp's through shared memory (stmatrix, ldmatrix); each V fragment feeds two MMAs.
+//   softmax    softmax.cuh's steps; the row max needs both halves: each warp writes its partial max to
+//              shared memory and, after the barrier the K buffer needs anyway, takes the larger of its
+//              pair's two, so both rescale by the same alpha and their partial row sums add at the end.
+//   epilogue   the pair's row sums add through shared memory; O_i / l_i leaves through the warp's part of
+//              sQ as 16-byte row chunks; LSE from the first warp of the pair.
+// Per warp and K/V block: 104 ldmatrix.x4 and 4 stmatrix.x4 for 256 MMAs, against 144 ldmatrix.x4.
 //
-// The rest is fa2_fwd.cu's: 4 warps, Br = Bc = 64, tile skipping and edge-only masks, exp2 with the
-// scale folded in, O written through shared memory as 16-byte row chunks. One K and one V buffer (96
-// KiB with Q, plus 8.5 KiB for P~ and the row statistics, so two CTAs share an SM), loaded in turn.
+// Tile shape: shapes.hpp's fa2_forward_shape(256) (`flashlab shapes --hdim 256`): Br = Bc = 64, 4 warps
+// (2 pairs), one K and one V buffer: 96 KiB with Q, plus 8.5 KiB for P~ and the row statistics, so two
+// CTAs share an SM (__launch_bounds__(128, 2)).
 //
-// Version index (bench/ab_libs.py: fa2_fwd.cu's v7 kernel (a) against this one (b) in one process,
-// NVIDIA H100 80GB HBM3, bf16, the anchors' setup; CSVs in bench/results/):
-//   v1  pairs with named pair barriers and K_j+1, V_j+1 loaded together after P V_j (the v7 kernel's
-//       one-stage pipeline): b/a 0.97-1.03, no gain (ab-h100-2026-11-22-fwd-d256-pairs.csv); ncu: shared
-//       memory 59% busy, tensor pipe 51%, 586M instructions against 484M; with stmatrix for P~ 0.98-1.03
-//       (...-pairs-stmatrix.csv).
-//   v2  FA2's split waits (V_j loads under S = Q K_j^T, K_j+1 under the softmax and P~ V_j), which the
-//       pairs' exchanges make free: their two barriers become the two the split needs. b/a 1.00-1.06
-//       except causal s=4k 0.98; against SDPA flash 1.01-1.06x at s = 1k-16k, causal or not
-//       (...-pairs-split-waits.csv). In the v7 kernel the same split measured +1-4% at s=1k, -3% at 4k.
-//       As committed (named barriers gone, __syncthreads only): fwd b/a 1.00-1.05, fwd+bwd 1.01-1.02
-//       (...-pairs-final.csv). ncu of v7 and v1 beside flash: ncu-h100-2026-11-22-fwd-d256-v7-vs-pairs-v1.txt.
+// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-22, bf16, batch x seqlen = 16k, heads x d = 2048,
+// against SDPA flash in the same process, s = 1k-16k, two sweeps (bench/results/gpu-h100-2026-11-22-
+// fa2v9.md, -fa2v9-run2.csv): 1.00-1.08x (336 vs 332 TFLOP/s at s = 16k; cuDNN 669). ncu at s = 4k
+// (bench/results/ncu-h100-2026-11-22-fwd-v8.txt): 1609 us to flash's 1664, 213M shared-memory load
+// wavefronts to 303M (pipe 60% busy to 77%), tensor pipe 53% to 52%.
+//
+// Version index (bench/ab_libs.py against fa2_fwd.cu's v7 d = 256 kernel in one process; the full
+// entries are in gpu/HISTORY.md):
+//   v1  pairs with named pair barriers, K_j+1 and V_j+1 loaded together after P V_j: 0.97-1.03x v7, no gain.
+//   v2  FA2's split waits on the two barriers the pairs' exchanges need anyway: 1.00-1.06x v7 (causal
+//       s = 4k 0.98x), 1.01-1.06x SDPA flash; the kernel forward v8 runs at d = 256.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -50,6 +49,7 @@
 #include "mask.cuh"
 #include "mma.cuh"
 #include "sequence.cuh"
+#include "shapes.hpp"
 #include "softmax.cuh"
 
 namespace flashlab::gpu {
@@ -57,8 +57,10 @@ namespace {
 
 using namespace mma;
 
-constexpr int D = 256, kWarps = 4, kThreads = 32 * kWarps;
-constexpr int kBr = 64, kBc = 64;      // query rows and keys a block
+// The shape is shapes.hpp's fa2_forward_shape(256) (the reason is there).
+constexpr TileShape kShape = fa2_forward_shape(256);
+constexpr int D = kShape.head_dim, kWarps = kShape.warps, kThreads = kShape.threads;
+constexpr int kBr = kShape.block_m, kBc = kShape.block_n;  // query rows and keys a block
 constexpr int kPairRows = 32;          // query rows a warp pair owns
 constexpr int kHalfKeys = kBc / 2;     // keys of S a warp computes
 constexpr int kHalfCols = D / 2;       // columns of O a warp accumulates
@@ -67,15 +69,15 @@ constexpr int kPairs = kWarps / 2;
 
 // Shared memory: Q, K, V tiles (swizzled, D wide), then per pair and half the P~ tile (32 x 32,
 // swizzled 32 wide) and 32 floats of row statistics (the partial max, and at the end the row sum).
-static_assert(fa2_forward_shape(D).warp_pairs && fa2_forward_shape(D).warps == kWarps &&
-                  fa2_forward_shape(D).block_m() == kBr && fa2_forward_shape(D).block_n == kBc,
-              "shapes.hpp's fa2_forward_shape(256) must describe this kernel");
 constexpr int kTileElems = (kBr + 2 * kBc) * D;
 constexpr int kPElems = kPairs * 2 * kPairRows * kHalfKeys;
 constexpr size_t kSmemBytes = size_t(kTileElems + kPElems) * 2 + kPairs * 2 * kPairRows * sizeof(float);
+static_assert(D == 256 && kShape.warp_pairs && kShape.stages == 1 && kThreads == 32 * kWarps &&
+                  kBr == kPairs * kPairRows && kMT == kShape.mma_tiles && kSmemBytes == size_t(kShape.smem_bytes),
+              "shapes.hpp's fa2_forward_shape(256) must describe this kernel");
 
 template <typename T, bool kSoftcap>
-__global__ void __launch_bounds__(kThreads, 2) fa2_forward_pairs_kernel(const AttentionParams p) {
+__global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_pairs_kernel(const AttentionParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (Br, D)
   T* sK = sQ + kBr * D;                     // (Bc, D)

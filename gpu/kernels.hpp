@@ -12,8 +12,8 @@ namespace flashlab::gpu {
 void fa1_minimal_forward(const AttentionParams& p, float* l_scratch, float* m_scratch, cudaStream_t stream);
 
 // fa2_fwd.cu: FlashAttention-2 forward on tensor cores (mma.sync m16n8k16), bf16 or fp16. Compiled
-// for head_dim 64, 128 and 256; any other multiple of 8 up to 256 runs zero-padded to the next one.
-// fa2_padded_head_dim (shapes.hpp): 64, 128 or 256; 0: unsupported
+// for head_dim 64, 128 and 256; any other multiple of 8 up to 256 runs zero-padded to the next one
+// (shapes.hpp: fa2_padded_head_dim, and the tile shape of each).
 bool fa2_forward_supports(const AttentionParams& p);
 void fa2_forward(const AttentionParams& p, cudaStream_t stream);
 // fa2_fwd_pairs.cu: the head_dim 256 forward with warp pairs splitting the head dim (fa2_forward

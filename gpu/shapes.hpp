@@ -1,42 +1,281 @@
-// The tile shapes of flashlab's GPU kernels, one pure function per kernel family: the kernels'
-// launchers instantiate exactly these (fa2_fwd.cu builds its template shape from them), the simulator
-// models them (`flashlab estimate --impl flashlab`), and scripts read them through `flashlab shapes`.
-// Plain constexpr C++ (no CUDA): included by nvcc and the host compiler alike, and built everywhere.
+// The tile shapes of flashlab's GPU kernels: one pure function per kernel family, with the reason for
+// each branch. The one place a shape is chosen:
+//   - the launchers (fa2_fwd.cu, fa2_fwd_pairs.cu, fa2_bwd.cu, fa1_minimal.cu, standard.cu) build their
+//     template instantiations from these values and static_assert that the kernel agrees;
+//   - the simulator models flashlab's kernels with them;
+//   - `flashlab shapes` prints them (table or JSON), and scripts (bench/dram_vs_simulator.py) read them
+//     there instead of keeping a copy.
+// Plain C++17 and constexpr (nvcc compiles the .cu files as C++17), no CUDA: built everywhere as
+// flashlab_kernel_shapes, with or without nvcc. The name lookup for the CLI is in shapes.cpp.
+//
+// Terms (the FA2 paper's): Br query rows and Bc keys a tile; a CTA of `warps` warps; mma.sync m16n8k16
+// tiles are 16 rows high. Shared-memory sizes are for 2-byte elements (bf16 / fp16) except fa1_minimal,
+// which runs in fp32.
 #pragma once
+#include <string>
+#include <vector>
 
 namespace flashlab::gpu {
 
-struct Fa2ForwardShape {
-  int head_dim;     // the padded head dim the kernel is compiled for: 64, 128 or 256
-  int warps;        // warps per CTA
-  int row_tiles;    // 16-row MMA tiles per warp
-  int block_n;      // Bc: keys per K/V block
-  int stages;       // K/V blocks in flight (cp.async buffers)
-  bool warp_pairs;  // fa2_fwd_pairs.cu: two warps split each query block's head dim
-  const char* why;
-  constexpr int block_m() const { return warp_pairs ? 16 * row_tiles * warps / 2 : 16 * row_tiles * warps; }
-  constexpr int threads() const { return 32 * warps; }
+struct TileShape {
+  const char* kernel = "";   // the __global__ function that runs it, and its file
+  int head_dim = 0;          // the head dim the kernel is compiled for (fa2: padded to 64, 128 or 256);
+                             // 0: not supported, and `why` says what is
+  int block_m = 0;           // Br: query rows a CTA (forward), a step (backward dkdv); standard: rows of S
+  int block_n = 0;           // Bc: keys a K/V block (the backward's dkdv CTA owns one); 0: a whole row
+  int warps = 0;             // warps per CTA
+  int threads = 0;           // threads per CTA (32 warps)
+  int stages = 0;            // shared-memory buffers of the streamed operand: K/V (forward), Q/dO (dkdv)
+  int mma_tiles = 0;         // 16-row MMA tiles a warp: query tiles (forward), key tiles (dkdv); each
+                             // fragment read from shared memory feeds that many MMAs; 0: no mma.sync
+  bool warp_pairs = false;   // two warps share 32 query rows and split S's keys and O's columns
+  int min_ctas_per_sm = 0;   // __launch_bounds__'s minimum CTAs an SM (0: not given)
+  int smem_bytes = 0;        // dynamic shared memory a CTA
+  const char* why = "";      // why this shape (or, when head_dim is 0, what is supported)
+
+  constexpr bool supported() const { return head_dim > 0; }
 };
 
-// The head dim fa2 pads to: 64, 128 or 256 (0: not supported, i.e. not a multiple of 8 in 8..256).
-constexpr int fa2_padded_head_dim(int head_dim) {
+// ---- fa2 (fa2_fwd.cu, fa2_fwd_pairs.cu, fa2_bwd.cu): bf16 / fp16, head dims that are multiples of 8 up
+// to 256, compiled for 64, 128 and 256 (the others run zero-padded to the next).
+constexpr int fa2_padded_head_dim(int head_dim) {  // 64, 128 or 256; 0: not supported
   if (head_dim <= 0 || head_dim > 256 || head_dim % 8 != 0) return 0;
   return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256;
 }
+constexpr const char* kFa2HeadDims = "fa2 takes head dims that are multiples of 8 from 8 to 256";
 
-// fa2's forward (gpu/fa2_fwd.cu, fa2_fwd_pairs.cu; timings in its version index and gpu/HISTORY.md).
-constexpr Fa2ForwardShape fa2_forward_shape(int padded_head_dim) {
-  if (padded_head_dim == 64)
-    return {64, 4, 2, 128, 2, false,
-            "two 16-row MMA tiles a warp (Br = 128): each K/V fragment read from shared memory feeds two MMAs; "
-            "K/V blocks of 128 keys halve the blocks, barriers and row-max reductions (80 KiB, 255 registers)"};
-  if (padded_head_dim == 128)
-    return {128, 4, 2, 64, 2, false,
-            "two 16-row MMA tiles a warp (Br = 128), 228-255 registers, so two CTAs of four warps an SM; two K/V "
-            "stages hide the loads"};
-  return {256, 4, 2, 64, 1, true,
-          "warp pairs split the head dim (the O accumulator of 32 rows x 256 would not fit one warp's "
-          "registers): 64 query rows, 4 warps, two CTAs an SM"};
+// The forward kernel's shared memory: Q (Br x D), then `stages` K and V buffers (Bc x D each).
+constexpr int fa2_forward_smem_bytes(int d, int block_m, int block_n, int stages) {
+  return (block_m + 2 * stages * block_n) * d * 2;
 }
+// The pairs kernel's: Q, K, V (one buffer each), then a 32 x 32 half of P~ and 32 floats of row
+// statistics for each warp.
+constexpr int fa2_forward_pairs_smem_bytes(int d, int block_m, int block_n, int warps) {
+  return (block_m + 2 * block_n) * d * 2 + warps * (32 * (block_n / 2) * 2 + 32 * 4);
+}
+
+namespace shapes_detail {
+constexpr TileShape fa2_forward(int d, int warps, int mma_tiles, int block_n, int stages, const char* why) {
+  TileShape s;
+  s.kernel = "fa2_forward_kernel (gpu/fa2_fwd.cu)";
+  s.head_dim = d;
+  s.warps = warps;
+  s.threads = 32 * warps;
+  s.mma_tiles = mma_tiles;
+  s.block_m = 16 * mma_tiles * warps;
+  s.block_n = block_n;
+  s.stages = stages;
+  s.smem_bytes = fa2_forward_smem_bytes(d, s.block_m, block_n, stages);
+  s.why = why;
+  return s;
+}
+constexpr TileShape unsupported(const char* kernel, const char* why) {
+  TileShape s;
+  s.kernel = kernel;
+  s.why = why;
+  return s;
+}
+}  // namespace shapes_detail
+
+// fa2's forward for a head dim (any; padded here). Timings: gpu/fa2_fwd.cu's version index and
+// gpu/HISTORY.md.
+constexpr TileShape fa2_forward_shape(int head_dim) {
+  switch (fa2_padded_head_dim(head_dim)) {
+    case 64:
+      return shapes_detail::fa2_forward(
+          64, 4, 2, 128, 2,
+          "two 16-row MMA tiles a warp (Br = 128), so each K/V fragment read from shared memory feeds two "
+          "MMAs; K/V blocks of 128 keys halve the blocks, barriers and row-max reductions for the same MMAs "
+          "(v8: +2-8%; 80 KiB, 255 registers, no spills); two K/V stages hide the loads");
+    case 128:
+      return shapes_detail::fa2_forward(
+          128, 4, 2, 64, 2,
+          "two 16-row MMA tiles a warp (Br = 128), so each K/V fragment feeds two MMAs; 228-255 registers, "
+          "so an SM holds two CTAs of four warps; two K/V stages of 64 keys hide the loads (128 keys would "
+          "need 160 KiB, one CTA an SM)");
+    case 256: {
+      // fa2_fwd_pairs.cu: a warp pair owns 32 query rows (two MMA tiles a warp); each warp computes S for
+      // half the keys and accumulates O for half the head dim.
+      TileShape s;
+      s.kernel = "fa2_forward_pairs_kernel (gpu/fa2_fwd_pairs.cu)";
+      s.head_dim = 256;
+      s.warps = 4;
+      s.threads = 128;
+      s.mma_tiles = 2;
+      s.warp_pairs = true;
+      s.block_m = 64;
+      s.block_n = 64;
+      s.stages = 1;
+      s.min_ctas_per_sm = 2;
+      s.smem_bytes = fa2_forward_pairs_smem_bytes(256, 64, 64, 4);
+      s.why =
+          "a warp's O accumulator for 16 rows is already 128 registers at d = 256, and with 16 rows a warp "
+          "each K/V fragment feeds one row tile: shared memory, not the tensor cores, set the pace (v7); "
+          "warp pairs share 32 rows and split S's keys and O's columns, so each fragment feeds two MMAs "
+          "(104 ldmatrix.x4 a warp and block instead of 144); one K and one V buffer loaded in turn (FA2's "
+          "split waits), 104.5 KiB, two CTAs an SM";
+      return s;
+    }
+  }
+  return shapes_detail::unsupported("fa2_forward_kernel (gpu/fa2_fwd.cu)", kFa2HeadDims);
+}
+
+// The dkdv kernel's shared memory (fa2_bwd.cu's KVSmem): K_j and V_j (Bc x D), two stages of Q_i and
+// dO_i (Br x D), P^T and dS^T (Bc x Br), and two stages of LSE2 and D (Br floats each).
+constexpr int fa2_backward_smem_bytes(int d, int block_m, int block_n) {
+  return (2 * block_n * d + 2 * 2 * block_m * d + 2 * block_n * block_m) * 2 + 2 * 2 * block_m * 4;
+}
+
+namespace shapes_detail {
+constexpr TileShape fa2_dkdv(int d, int block_n, int block_m, int key_tiles, const char* why) {
+  TileShape s;
+  s.kernel = "dkdv_kernel (gpu/fa2_bwd.cu)";
+  s.head_dim = d;
+  s.warps = 8;
+  s.threads = 256;
+  s.block_m = block_m;
+  s.block_n = block_n;
+  s.stages = 2;
+  s.mma_tiles = key_tiles;
+  s.smem_bytes = fa2_backward_smem_bytes(d, block_m, block_n);
+  s.why = why;
+  return s;
+}
+}  // namespace shapes_detail
+
+// fa2's backward dK/dV kernel (dkdv_kernel, one CTA a K/V block; also dQ's atomic sum) for a head dim
+// (any; padded here) on a device whose opt-in shared memory per block is `smem_per_block` bytes
+// (cudaDevAttrMaxSharedMemoryPerBlockOptin: 232448 on H100 and H200, 166912 on A100). Eight warps: along
+// the keys (16 mma_tiles each) and along the queries (S^T) or the head dim (dK, dV).
+constexpr TileShape fa2_backward_shape(int head_dim, int smem_per_block) {
+  switch (fa2_padded_head_dim(head_dim)) {
+    case 64:
+      if (smem_per_block >= fa2_backward_smem_bytes(64, 128, 128))
+        return shapes_detail::fa2_dkdv(
+            64, 128, 128, 2,
+            "Br = 128 query rows a step, as FA2 takes at d = 64: more MMAs a fragment read (v6: +3-4%); two "
+            "16-key MMA tiles a warp, so each Q / dO fragment feeds two MMAs (v4); 162 KiB");
+      return shapes_detail::fa2_dkdv(
+          64, 128, 64, 2,
+          "Br = 64 (v4-v5's shape) where shared memory per block is under the 162 KiB that Br = 128 needs");
+    case 128:
+      return shapes_detail::fa2_dkdv(
+          128, 128, 64, 2,
+          "Bc = 128 keys a CTA (v3: dkdv 9.95 -> 5.70 ms at s = 4k), two 16-key MMA tiles a warp so each "
+          "Q / dO fragment feeds two MMAs (v4); Br = 64 with two Q / dO stages is 161 KiB");
+    case 256:
+      if (smem_per_block >= fa2_backward_smem_bytes(256, 64, 64))
+        return shapes_detail::fa2_dkdv(
+            256, 64, 64, 2,
+            "Br = 64 query rows a step (v3) with two 16-key MMA tiles a warp (v4): 209 KiB, which sm_90's "
+            "227 KiB per block holds");
+      return shapes_detail::fa2_dkdv(
+          256, 64, 32, 1,
+          "Br = 32 with one 16-key tile a warp where shared memory per block is under the 209 KiB of "
+          "Br = 64 (A100: 163 KiB); 136.5 KiB");
+  }
+  return shapes_detail::unsupported("dkdv_kernel (gpu/fa2_bwd.cu)", kFa2HeadDims);
+}
+
+// The deterministic backward's dQ kernel (dq_kernel: Q outer as the forward, recomputing S, P, dP and
+// dS over its K/V blocks so that dQ is summed in a fixed order). Shared memory: Q and dO (Br x D), two
+// stages of K and V (Bc x D).
+constexpr TileShape fa2_backward_dq_shape(int head_dim) {
+  const int d = fa2_padded_head_dim(head_dim);
+  if (d == 0) return shapes_detail::unsupported("dq_kernel (gpu/fa2_bwd.cu)", kFa2HeadDims);
+  TileShape s;
+  s.kernel = "dq_kernel (gpu/fa2_bwd.cu, deterministic only)";
+  s.head_dim = d;
+  s.warps = 4;
+  s.threads = 128;
+  s.mma_tiles = 1;
+  s.block_m = 16 * s.mma_tiles * s.warps;
+  s.block_n = d <= 128 ? 64 : 32;
+  s.stages = 2;
+  s.smem_bytes = (2 * s.block_m + 2 * s.stages * s.block_n) * d * 2;
+  s.why = d <= 128 ? "four warps of 16 query rows, two K/V stages of 64 keys"
+                   : "four warps of 16 query rows; Bc = 32 keeps Q, dO and two K/V stages in 128 KiB, which "
+                     "an A100's 163 KiB per block holds (64 keys would need 192 KiB)";
+  return s;
+}
+
+// ---- fa1_minimal (fa1_minimal.cu): FA1's Algorithm 1 in fp32 (any input dtype is converted), any head
+// dim up to 256.
+constexpr TileShape fa1_minimal_shape(int head_dim) {
+  if (head_dim <= 0 || head_dim > 256)
+    return shapes_detail::unsupported("fa1_minimal_kernel (gpu/fa1_minimal.cu)",
+                                      "fa1_minimal takes head dims from 1 to 256");
+  TileShape s;
+  s.kernel = "fa1_minimal_kernel (gpu/fa1_minimal.cu)";
+  s.head_dim = head_dim;
+  s.block_m = 32;
+  s.block_n = 32;
+  s.threads = s.block_m;  // one thread a query row of Q_i
+  s.warps = s.threads / 32;
+  s.stages = 1;
+  s.smem_bytes = (s.block_m + 2 * s.block_n) * head_dim * 4;  // Q_i, K_j, V_j in fp32
+  s.why =
+      "Algorithm 1 as plainly as CUDA allows: one thread a query row, so Br = 32 rows is one warp; Bc = Br; "
+      "one CTA a (batch, head) walks every K/V block (outer) and Q block (inner); written to be read, not "
+      "to be fast";
+  return s;
+}
+
+// ---- standard (standard.cu): no tiles of its own. cuBLAS picks its GEMM tiles for S = Q K^T and
+// O = P V; the one kernel of flashlab's, the softmax, is a CTA of 256 threads a row of S.
+constexpr TileShape standard_softmax_shape(int head_dim) {
+  if (head_dim <= 0) return shapes_detail::unsupported("softmax_rows (gpu/standard.cu)", "head_dim must be positive");
+  TileShape s;
+  s.kernel = "softmax_rows (gpu/standard.cu)";
+  s.head_dim = head_dim;  // any
+  s.block_m = 1;
+  s.block_n = 0;
+  s.threads = 256;
+  s.warps = 8;
+  s.why =
+      "no tiles: cuBLAS chooses its own GEMM tiles for S = Q K^T and O = P V; the softmax kernel strides a "
+      "CTA of 256 threads over one row of S (two block reductions: max, then sum)";
+  return s;
+}
+
+// ---- FA3 forward: no flashlab kernel yet. Declared so that the simulator and `flashlab shapes` share
+// one number until gpu/ has one: the FA3 paper's shape as the simulator has assumed it, 128 x 128 for
+// d <= 128 and 128 x 64 above, three warpgroups (a TMA producer and two wgmma consumers that ping-pong),
+// K and V double-buffered. To be replaced by the kernel's own function when it exists.
+constexpr TileShape fa3_forward_shape(int head_dim) {
+  if (head_dim <= 0 || head_dim > 256 || head_dim % 8 != 0)
+    return shapes_detail::unsupported("none yet (the FA3 paper's shape)",
+                                      "fa3 takes head dims that are multiples of 8 from 8 to 256");
+  TileShape s;
+  s.kernel = "none yet (the FA3 paper's shape)";
+  s.head_dim = head_dim;
+  s.block_m = 128;
+  s.block_n = head_dim <= 128 ? 128 : 64;
+  s.warps = 12;
+  s.threads = 384;
+  s.stages = 2;
+  s.smem_bytes = (s.block_m + 2 * s.stages * s.block_n) * head_dim * 2;
+  s.why = head_dim <= 128
+              ? "the FA3 paper's shape: 128 x 128 tiles, one warpgroup producing (TMA), two consuming (wgmma) in "
+                "ping-pong, K/V double-buffered"
+              : "the FA3 paper's shape: 128 x 64 above d = 128, where 128 keys of K and V in two stages would "
+                "not fit shared memory";
+  return s;
+}
+
+// ---- lookup by name (shapes.cpp), for `flashlab shapes` and programs that take an algorithm's name.
+struct KernelShapeRow {
+  std::string algo;  // standard | fa1-minimal | fa2 | fa3
+  std::string pass;  // fwd | bwd
+  TileShape shape;
+};
+// The algorithm names kernel_shapes() knows, in the order `all` lists them.
+const std::vector<std::string>& shape_algos();
+// The kernels `algo` (a name of shape_algos(), or "all") launches for the forward (`backward` false) or
+// the backward, at `head_dim`, for `dtype` (bf16 | fp16 | fp32), on a device with `smem_per_block`
+// bytes of opt-in shared memory per block. On bad input: no rows, and *error says what was wrong and
+// what is accepted (`all` leaves out, without an error, the algorithms that have no such pass).
+std::vector<KernelShapeRow> kernel_shapes(const std::string& algo, bool backward, int head_dim, const std::string& dtype,
+                                          int smem_per_block, std::string* error);
 
 }  // namespace flashlab::gpu

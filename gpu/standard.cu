@@ -1,13 +1,22 @@
-// standard: attention the unfused way, as PyTorch's math path does it.
+// standard: attention the unfused way, as PyTorch's math path does it; the baseline every lesson
+// compares the fused kernels with, and the reason it runs out of memory at long sequences.
 //
+// By role:
 //   S = Q K^T        cuBLAS, one strided-batched GEMM per (batch, kv head), fp32 out   (sq x sk per head)
-//   P = softmax(S)   one CTA per row: scale, softcap, mask, max, exp, sum; P in the input dtype, LSE
+//   P = softmax(S)   one CTA per row of S: scale, softcap, mask, max, exp, sum (two block reductions);
+//                    P in the input dtype, LSE
 //   O = P V          cuBLAS again
-// S and P are written to and read back from HBM: this is the baseline every
-// lesson compares the fused kernels with, and the reason it runs out of memory
-// at long sequences.
+// S and P are written to and read back from HBM: at seqlen 32768 with 32 heads they need 192 GiB, and
+// `flashlab run --impl gpu-standard` refuses with the bytes it would need (gpu/README.md).
 //
-// Version index:
+// Tile shape: no tiles of its own. cuBLAS picks its GEMM tiles; the softmax kernel is shapes.hpp's
+// standard_softmax_shape, a CTA of 256 threads a row (`flashlab shapes --algo standard`).
+//
+// Where it stands: checked, not timed. The shared harness runs it (gpu-standard) against the fp64 oracle
+// on every case where a GPU is present; no timing against the anchors has been recorded. cuBLAS is
+// opened with dlopen on first use (below: why).
+//
+// Version index (full entries in gpu/HISTORY.md):
 //   v1  cublasGemmStridedBatchedEx with fp32 accumulation; a one-pass-per-row softmax kernel.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -19,6 +28,7 @@
 #include "cuda_check.hpp"
 #include "kernels.hpp"
 #include "mask.cuh"
+#include "shapes.hpp"
 
 #define FLASHLAB_CUBLAS(call)                                                                             \
   do {                                                                                                    \
@@ -143,12 +153,13 @@ void standard_forward(const AttentionParams& p, float* S, void* P, cudaStream_t 
                                                  CUBLAS_GEMM_DEFAULT));
     }
   const int64_t rows = int64_t(p.batch) * p.heads_q * p.seqlen_q;
+  const int threads = standard_softmax_shape(p.head_dim).threads;  // a CTA a row of S
   if (p.dtype == Dtype::bf16)
-    softmax_rows<__nv_bfloat16><<<rows, 256, 0, stream>>>(S, static_cast<__nv_bfloat16*>(P), p.lse, p);
+    softmax_rows<__nv_bfloat16><<<rows, threads, 0, stream>>>(S, static_cast<__nv_bfloat16*>(P), p.lse, p);
   else if (p.dtype == Dtype::fp16)
-    softmax_rows<__half><<<rows, 256, 0, stream>>>(S, static_cast<__half*>(P), p.lse, p);
+    softmax_rows<__half><<<rows, threads, 0, stream>>>(S, static_cast<__half*>(P), p.lse, p);
   else
-    softmax_rows<float><<<rows, 256, 0, stream>>>(S, static_cast<float*>(P), p.lse, p);
+    softmax_rows<float><<<rows, threads, 0, stream>>>(S, static_cast<float*>(P), p.lse, p);
   FLASHLAB_CUDA_LAUNCHED();
   // Row-major O (sq x d) is column-major O^T = V^T P^T: m = d, n = sq, k = sk.
   for (int b = 0; b < p.batch; ++b)

@@ -95,10 +95,8 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
       // above (where the O accumulator alone fills half its registers), so its warps follow Br.
       s.tiling = backward ? tiled::Tiling{64, d <= 128 ? 128 : 64} : tiled::Tiling{128, d <= 64 ? 128 : 64};
       if (impl == Impl::flashlab && !backward) {
-        if (const int padded = gpu::fa2_padded_head_dim(int(d)); padded > 0) {
-          const gpu::Fa2ForwardShape k = gpu::fa2_forward_shape(padded);
-          s.tiling = tiled::Tiling{k.block_m(), k.block_n};
-        }
+        if (const gpu::TileShape k = gpu::fa2_forward_shape(int(d)); k.supported())
+          s.tiling = tiled::Tiling{k.block_m, k.block_n};
       }
       if (!backward && block_m > 0) s.tiling.Br = block_m;
       if (!backward && block_n > 0) s.tiling.Bc = block_n;

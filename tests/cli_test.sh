@@ -75,6 +75,23 @@ ok "estimate leaves fa3 out of 'all' on an A100, saying why" "fa3 left out: .*wg
 ok "estimate models cuDNN's and flashlab's kernels" "^fa3,h100-sxm" -- estimate --algo all --impl cudnn --format csv
 grep -q "<svg" "$work/roof.svg" && passed=$((passed + 1)) && echo "ok     the SVG is there" || { failed=$((failed + 1)); echo "FAILED no SVG"; }
 
+# The kernels' tile shapes (gpu/shapes.hpp): a head dim fa2 pads, and the backward's tiles by the GPU's shared memory.
+ok "shapes pads d = 96 to fa2's d = 128 kernel, 128 x 64 tiles" "^fa2 +fwd +96 +128 +128 +64 +4 +128 " -- shapes --algo fa2 --hdim 96
+ok "shapes: fa2's d = 256 forward is the warp-pair kernel" "^fa2 +fwd +256 +256 +64 +64 .* yes .*fa2_fwd_pairs" -- shapes --hdim 256
+ok "shapes: fa2's d = 256 backward on an A100 takes 32-row steps" "^fa2 +bwd +256 +256 +32 +64 +8 +256 .*dkdv" -- \
+  shapes --pass bwd --hdim 256 --gpu a100-80gb
+shapes_json=$("$flashlab" shapes --algo fa2 --pass fwd+bwd --hdim 64,256 --json 2>&1)
+if python3 -c "
+import json, sys
+rows = json.loads(sys.argv[1])
+fwd = {r['head_dim']: r for r in rows if r['pass'] == 'fwd'}
+assert (fwd[64]['block_m'], fwd[64]['block_n'], fwd[64]['threads']) == (128, 128, 128), fwd[64]
+assert fwd[256]['warp_pairs'] and fwd[256]['block_m'] == 64, fwd[256]
+assert [r['kernel'].split()[0] for r in rows if r['pass'] == 'bwd' and r['head_dim'] == 64] == ['dkdv_kernel', 'dq_kernel']
+" "$shapes_json"
+then passed=$((passed + 1)); echo "ok     shapes as JSON: fa2 at d = 64 and 256, forward and backward"
+else failed=$((failed + 1)); echo "FAILED shapes as JSON: $shapes_json"; fi
+
 mkdir -p "$work/out"
 printf 'not a numpy file' > "$work/bad.npy"
 refused "heads not a multiple of kv-heads" "multiple of kv-heads" -- check --heads 6 --kv-heads 4
@@ -98,6 +115,13 @@ refused "a timeline of an unknown format" "must end in .svg or .json" -- estimat
 refused "an unknown kernel" "unknown kernel 'triton'" -- estimate --impl triton
 printf '{"name": "x"' > "$work/bad_gpu.json"
 refused "malformed GPU file" "not valid JSON" -- estimate --gpu-file "$work/bad_gpu.json"
+refused "shapes: a head dim fa2 does not take" "head dim 100 is not supported: fa2 takes head dims that are multiples of 8" -- \
+  shapes --algo fa2 --hdim 64,100
+refused "shapes: an unknown algorithm" "unknown algorithm 'fa4' \(expected one of standard, fa1-minimal, fa2, fa3, or all\)" -- \
+  shapes --algo fa4
+refused "shapes: a backward fa1-minimal does not have" "fa1-minimal has no backward kernel" -- shapes --algo fa1-minimal --pass bwd
+refused "shapes: fa2's backward on a GPU without the shared memory for it" "needs 164864 bytes of shared memory per block" -- \
+  shapes --pass bwd --hdim 128 --gpu l4
 
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -1,0 +1,113 @@
+// gpu/shapes.hpp: the tile shapes the kernels launch, as the simulator and `flashlab shapes` read them.
+// That the kernels compile exactly these shapes is checked where they are instantiated (static_asserts
+// in gpu/*.cu); here, the rules a caller relies on.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "shapes.hpp"
+
+using namespace flashlab::gpu;
+
+namespace {
+constexpr int kH100SmemPerBlock = 232448, kA100SmemPerBlock = 166912, kL4SmemPerBlock = 101376;  // presets/*.json
+
+bool consistent(const TileShape& s) {
+  return s.threads == 32 * s.warps && s.block_m > 0 && s.block_n > 0 && s.smem_bytes > 0 && s.threads <= 1024 &&
+         std::string(s.why).size() > 20;
+}
+}  // namespace
+
+TEST_CASE("shapes: fa2 runs every multiple of 8 up to 256 in the shape of the head dim it pads to") {
+  for (int d = 8; d <= 256; d += 8) {
+    const TileShape f = fa2_forward_shape(d), b = fa2_backward_shape(d, kH100SmemPerBlock);
+    CAPTURE(d);
+    CHECK(f.head_dim == fa2_padded_head_dim(d));
+    CHECK(f.head_dim >= d);
+    CHECK(consistent(f));
+    CHECK(consistent(b));
+    CHECK(consistent(fa2_backward_dq_shape(d)));
+    CHECK(f.smem_bytes <= kH100SmemPerBlock);
+    CHECK(b.smem_bytes <= kH100SmemPerBlock);
+    // Only d = 256 runs the warp-pair kernel; its pairs own 32 query rows each.
+    CHECK(f.warp_pairs == (f.head_dim == 256));
+    if (f.warp_pairs) CHECK(f.block_m == 16 * f.warps);
+    else CHECK(f.block_m == 16 * f.mma_tiles * f.warps);
+  }
+  CHECK(fa2_forward_shape(80).block_m == fa2_forward_shape(128).block_m);
+  CHECK(fa2_forward_shape(80).block_n == fa2_forward_shape(128).block_n);
+  for (int d : {0, -8, 7, 61, 264}) {
+    CAPTURE(d);
+    CHECK_FALSE(fa2_forward_shape(d).supported());
+    CHECK_FALSE(fa2_backward_shape(d, kH100SmemPerBlock).supported());
+    CHECK(std::string(fa2_forward_shape(d).why).find("multiples of 8") != std::string::npos);
+  }
+}
+
+TEST_CASE("shapes: fa2's backward takes smaller tiles where the device has less shared memory per block") {
+  for (int d : {64, 128, 256}) {
+    CAPTURE(d);
+    const TileShape most = fa2_backward_shape(d, kH100SmemPerBlock);
+    const TileShape least = fa2_backward_shape(d, 0);
+    CHECK(least.block_m * least.block_n <= most.block_m * most.block_n);
+    CHECK(least.smem_bytes <= most.smem_bytes);
+    // Each shape is the one chosen exactly from its own shared memory upwards.
+    CHECK(fa2_backward_shape(d, most.smem_bytes).block_m == most.block_m);
+    if (least.block_m != most.block_m) CHECK(fa2_backward_shape(d, most.smem_bytes - 1).block_m == least.block_m);
+  }
+  // An A100 (163 KiB a block) keeps d = 64's 128 x 128 but not d = 256's 64 query rows.
+  CHECK(fa2_backward_shape(64, kA100SmemPerBlock).block_m == 128);
+  CHECK(fa2_backward_shape(256, kA100SmemPerBlock).block_m < fa2_backward_shape(256, kH100SmemPerBlock).block_m);
+  CHECK(fa2_backward_shape(256, kA100SmemPerBlock).smem_bytes <= kA100SmemPerBlock);
+}
+
+TEST_CASE("shapes: fa1_minimal, standard and the declared FA3 forward") {
+  CHECK(fa1_minimal_shape(59).supported());
+  CHECK(fa1_minimal_shape(59).head_dim == 59);  // not padded
+  CHECK(fa1_minimal_shape(59).threads == fa1_minimal_shape(59).block_m);  // a thread a query row
+  CHECK(fa1_minimal_shape(256).smem_bytes == 2 * fa1_minimal_shape(128).smem_bytes);
+  CHECK_FALSE(fa1_minimal_shape(257).supported());
+  CHECK(standard_softmax_shape(64).threads == 256);
+  CHECK(fa3_forward_shape(128).block_n == 128);
+  CHECK(fa3_forward_shape(256).block_n == 64);
+  CHECK(consistent(fa3_forward_shape(256)));
+}
+
+TEST_CASE("shapes: the lookup by name lists a pass's kernels and says why it refuses") {
+  std::string error;
+  auto rows = kernel_shapes("fa2", false, 96, "bf16", kH100SmemPerBlock, &error);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].shape.head_dim == 128);
+  CHECK(rows[0].pass == "fwd");
+  rows = kernel_shapes("fa2", true, 256, "fp16", kA100SmemPerBlock, &error);
+  REQUIRE(rows.size() == 2);  // dkdv, and the deterministic dq kernel
+  CHECK(rows[0].shape.block_m == fa2_backward_shape(256, kA100SmemPerBlock).block_m);
+  CHECK(kernel_shapes("all", false, 64, "bf16", kH100SmemPerBlock, &error).size() == shape_algos().size());
+  CHECK(kernel_shapes("all", false, 64, "fp32", kH100SmemPerBlock, &error).size() == 2);  // standard, fa1-minimal
+  CHECK(kernel_shapes("all", true, 64, "bf16", kH100SmemPerBlock, &error).size() == 2);   // fa2's two
+
+  struct Refusal {
+    std::string algo;
+    bool backward;
+    int head_dim;
+    std::string dtype;
+    int smem;
+    std::string says;
+  };
+  const Refusal refusals[] = {
+      {"fa4", false, 64, "bf16", kH100SmemPerBlock, "unknown algorithm 'fa4'"},
+      {"fa2", false, 100, "bf16", kH100SmemPerBlock, "head dim 100 is not supported"},
+      {"fa2", false, 64, "fp32", kH100SmemPerBlock, "not fp32"},
+      {"fa2", false, 64, "fp8", kH100SmemPerBlock, "unknown dtype 'fp8'"},
+      {"fa1-minimal", true, 64, "fp32", kH100SmemPerBlock, "no backward"},
+      {"fa3", true, 64, "bf16", kH100SmemPerBlock, "only the forward"},
+      {"fa2", true, 128, "bf16", kL4SmemPerBlock, "bytes of shared memory per block"},
+      {"all", false, 300, "bf16", kH100SmemPerBlock, "head dim 300"},
+  };
+  for (const Refusal& r : refusals) {
+    CAPTURE(r.says);
+    error.clear();
+    CHECK(kernel_shapes(r.algo, r.backward, r.head_dim, r.dtype, r.smem, &error).empty());
+    CHECK(error.find(r.says) != std::string::npos);
+  }
+}
