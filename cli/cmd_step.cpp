@@ -27,10 +27,7 @@ void add_step(CLI::App& app) {
   opts->walk.add_to(*cmd);
   cmd->add_option("--non-interactive", opts->non_interactive, "print this many steps and exit");
   cmd->callback([opts] {
-    const Problem p = opts->flags.problem();
-    const tiled::Order order = opts->walk.parsed_order();
-    const tiled::Tiling tiling = opts->walk.tiling();
-    const harness::Inputs in = harness::random_inputs(p, p.seed);
+    const auto [p, order, tiling, in] = walk_setup(opts->flags, opts->walk);
     const std::unique_ptr<tiled::Stepper> st = tiled::make_stepper(p, in.q, in.k, in.v, in.d_o, tiling, order);
     const tiled::Schedule& s = st->schedule();
     std::cout << "problem: " << p.describe() << "\n" << tiling.describe() << ": Tr=" << s.Tr() << " Q blocks x Tc="

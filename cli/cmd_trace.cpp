@@ -87,10 +87,7 @@ void add_trace(CLI::App& app) {
   opts->walk.add_to(*cmd);
   cmd->add_option("--out", opts->out, "file to write (default: standard output)");
   cmd->callback([opts] {
-    const Problem p = opts->flags.problem();
-    const tiled::Order order = opts->walk.parsed_order();
-    const tiled::Tiling tiling = opts->walk.tiling();
-    const harness::Inputs in = harness::random_inputs(p, p.seed);
+    const auto [p, order, tiling, in] = walk_setup(opts->flags, opts->walk);
     const std::string tmp = opts->out + ".tmp";
     std::ofstream file;
     if (!opts->out.empty()) {

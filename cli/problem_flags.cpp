@@ -1,5 +1,7 @@
 #include "problem_flags.hpp"
 
+#include "commands.hpp"
+
 #include <tuple>
 
 #include "flashlab/error.hpp"
@@ -49,6 +51,12 @@ Problem ProblemFlags::problem() const {
   spec.seed = seed;
   spec.dtype = dtype;
   return spec.build();
+}
+
+WalkSetup walk_setup(const ProblemFlags& flags, const WalkFlags& walk) {
+  Problem p = flags.problem();
+  harness::Inputs in = harness::random_inputs(p, p.seed);
+  return {std::move(p), walk.parsed_order(), walk.tiling(), std::move(in)};
 }
 
 }  // namespace flashlab::cli
