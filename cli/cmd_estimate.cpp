@@ -54,7 +54,7 @@ void add_estimate(CLI::App& app) {
   struct Opts {
     ProblemFlags flags;
     std::string seqlen = "4096", gpu = "h100-sxm", gpu_file, algo = "all", format = "table", plot, timeline,
-                impl = "upstream";
+                impl = "upstream", l2_replacement = "random";
     std::vector<std::string> overrides;
     int64_t block_m = 0, block_n = 0;
     bool list = false, fused_scale = false;
@@ -75,6 +75,10 @@ void add_estimate(CLI::App& app) {
   cmd->add_option("--impl", opts->impl, "whose kernel: upstream (flash-attn 2/3, SDPA flash) | flashlab (fa2: "
                                         "gpu/fa2_fwd.cu) | cudnn (fa3: cuDNN's Hopper kernel)")
       ->capture_default_str();
+  cmd->add_option("--l2-replacement", opts->l2_replacement,
+                  "how the simulated L2 evicts: random (the model's, from the H100's measured behaviour) | lru")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"random", "lru"}));
   cmd->add_option("--block-m", opts->block_m, "Br of the forward kernel (default: the algorithm's)");
   cmd->add_option("--block-n", opts->block_n, "Bc of the forward kernel (default: the algorithm's)");
   cmd->add_option("--format", opts->format, "table | json | csv")->capture_default_str()->check(
@@ -106,6 +110,7 @@ void add_estimate(CLI::App& app) {
     options.block_n = opts->block_n;
     options.standard_scale_pass = !opts->fused_scale;
     options.impl = sim::parse_impl(opts->impl);
+    options.l2_replacement = opts->l2_replacement == "lru" ? sim::Replacement::lru : sim::Replacement::random;
     std::vector<sim::Estimate> all;
     const auto seqlens = parse_seqlens(opts->seqlen);
     std::vector<sim::KernelTimeline> timeline;

@@ -4,9 +4,18 @@
 
 namespace flashlab::sim {
 
-L2Cache::L2Cache(double capacity_bytes, uint32_t keys)
-    : capacity_(capacity_bytes), prev_(keys, kNone), next_(keys, kNone), bytes_(keys, 0), present_(keys, 0),
-      dirty_(keys, 0) {}
+L2Cache::L2Cache(double capacity_bytes, uint32_t keys, Replacement policy)
+    : policy_(policy), slot_(policy == Replacement::random ? keys : 0, kNone), capacity_(capacity_bytes),
+      prev_(keys, kNone), next_(keys, kNone), bytes_(keys, 0), present_(keys, 0), dirty_(keys, 0) {}
+
+uint32_t L2Cache::victim() {
+  if (policy_ == Replacement::lru) return tail_;
+  for (;;) {  // any resident block but the one being filled (the head); xorshift64 keeps runs reproducible
+    rng_ ^= rng_ << 13, rng_ ^= rng_ >> 7, rng_ ^= rng_ << 17;
+    const uint32_t k = resident_[rng_ % resident_.size()];
+    if (k != head_) return k;
+  }
+}
 
 void L2Cache::unlink(uint32_t k) {
   (prev_[k] == kNone ? head_ : next_[prev_[k]]) = next_[k];
@@ -24,8 +33,13 @@ void L2Cache::push_front(uint32_t k) {
 
 void L2Cache::evict_to_fit() {
   while (used_ > capacity_ && tail_ != kNone && tail_ != head_) {
-    const uint32_t victim = tail_;
+    const uint32_t victim = this->victim();
     unlink(victim);
+    if (policy_ == Replacement::random) {  // swap-remove from the resident list
+      resident_[slot_[victim]] = resident_.back();
+      slot_[resident_.back()] = slot_[victim];
+      resident_.pop_back();
+    }
     used_ -= bytes_[victim];
     if (dirty_[victim]) write_ += bytes_[victim];
     present_[victim] = dirty_[victim] = 0;
@@ -41,6 +55,10 @@ double L2Cache::touch(uint32_t k, double bytes) {
   } else {
     present_[k] = 1;
     bytes_[k] = 0;
+    if (policy_ == Replacement::random) {
+      slot_[k] = uint32_t(resident_.size());
+      resident_.push_back(k);
+    }
   }
   push_front(k);
   if (bytes > bytes_[k]) {  // a block read in part before (a causal diagonal chunk) grows to what is asked

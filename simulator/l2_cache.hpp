@@ -8,8 +8,11 @@
 // line that is evicted, or still present at the end (flush), is written back:
 // DRAM write bytes are the write-backs.
 //
-// Replacement: least recently used. The real L2's policy is not published;
-// LRU is the textbook stand-in (simulator/README.md says what it gives).
+// Replacement: random (the model's choice: on the H100 a cyclic read of data
+// every SM touches loses hits gradually past the capacity, as random
+// replacement does, where LRU would fall off a cliff; microbench.cu,
+// simulator/validation/microbench-h100-2026-11-23-run3.json), or least
+// recently used, the textbook policy, to compare.
 // Capacity: what data read by every SM can occupy (GpuSpec::l2_shared_bytes():
 // A100 and H100 split their L2 in partitions that each cache a line for the
 // SMs wired to them, so data every SM reads is held once per partition).
@@ -19,9 +22,11 @@
 
 namespace flashlab::sim {
 
+enum class Replacement { random, lru };
+
 class L2Cache {
  public:
-  L2Cache(double capacity_bytes, uint32_t keys);
+  L2Cache(double capacity_bytes, uint32_t keys, Replacement policy = Replacement::lru);
 
   // Each returns the bytes that hit (a store allocates without reading: it never misses).
   double load(uint32_t key, double bytes);
@@ -41,7 +46,12 @@ class L2Cache {
   void unlink(uint32_t key);
   void push_front(uint32_t key);
 
+  uint32_t victim();  // the line replacement picks
+
   static constexpr uint32_t kNone = ~uint32_t{0};
+  Replacement policy_;
+  std::vector<uint32_t> resident_, slot_;  // random: the resident keys, and each key's place among them
+  uint64_t rng_ = 0x9E3779B97F4A7C15ull;
   double capacity_, used_ = 0;
   double read_ = 0, write_ = 0, hit_ = 0, access_ = 0;
   std::vector<uint32_t> prev_, next_;

@@ -107,6 +107,7 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   setup.sms = static_cast<int64_t>(g.sm_count);
   setup.slots = static_cast<int64_t>(sharing * g.sm_count);
   setup.l2_capacity = g.l2_shared_bytes();
+  setup.replacement = o.l2_replacement;
   // A CTA alone on its SM waits for its first loads (Q_i, K_j, V_j from DRAM) and for its last stores to
   // drain, with no other CTA to run meanwhile: two DRAM round trips. With two or more CTAs an SM the
   // others hide them; a persistent kernel's producer warp loads the next tile during this one.

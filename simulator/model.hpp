@@ -51,6 +51,10 @@ struct Options {
   Impl impl = Impl::upstream;
   std::vector<KernelTimeline>* timeline = nullptr;  // filled with each fused kernel's replay when set
   Residency* residency = nullptr;  // forward: what L2 held of (batch 0, head 0)'s K/V as its CTAs ran
+  // How the L2 picks a victim. NVIDIA does not publish its policy; on the H100 a cyclic read of data every
+  // SM touches loses L2 hits gradually past the capacity (microbench-h100-2026-11-23-run3.json), as random
+  // replacement does and LRU (a cliff) does not. `lru` is there to compare (`--l2-replacement lru`).
+  Replacement l2_replacement = Replacement::random;
 };
 
 Estimate estimate(const Problem& p, const GpuSpec& gpu, Algo algo, Pass pass, const Options& options = {});

@@ -21,7 +21,7 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> pending;
   for (int64_t s = 0; s < slots; ++s) pending.push({0.0, s});
 
-  L2Cache l2(setup.l2_capacity, grid.keys());
+  L2Cache l2(setup.l2_capacity, grid.keys(), setup.replacement);
   Segment seg;
   ReplayResult r;
   int64_t next_cta = 0;

@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "l2_cache.hpp"
+
 namespace flashlab::sim {
 
 enum class AccessKind : uint8_t { load, store, update };  // update: read-modify-write (dQ's atomics)
@@ -61,6 +63,7 @@ struct ReplaySetup {
   int64_t sms = 1;                // slot s belongs to SM s % sms (the first wave spreads over the SMs)
   double l2_capacity = 0;         // bytes the replayed blocks may occupy
   double cta_start_s = 0;         // a CTA's fixed cost before its first segment (its first loads' latency)
+  Replacement replacement = Replacement::random;
   double time_scale = 1;          // segment seconds are per SM; the CTAs sharing an SM each run this much slower
 };
 

@@ -16,7 +16,7 @@ void DrawL2Residency(const Session& s) {
   ImGui::TextDisabled("(?)");
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("The simulator replays FA2's forward on %s: every Q-block CTA of every head at the model's "
-                      "batch x heads, their K/V loads through an L2 of half its size (two partitions), in time "
+                      "batch x heads, their K/V loads through the L2 model (random replacement, the capacity the preset gives), in time "
                       "order. Green: the block is in L2 (a hit); grey: it must come from DRAM. Under a causal "
                       "mask at long sequences the CTAs of a head reach block j at different times, and the heads "
                       "between can evict it.",

@@ -27,6 +27,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -198,6 +199,24 @@ __global__ void read_kernel(const int4* __restrict__ p, size_t n, int reps, floa
   if (acc == 0x12345678) sink[threadIdx.x] = 1;
 }
 
+// The L2's capacity for data read again and again: `reps` passes over a buffer of n int4, each pass
+// split over the CTAs. shift = 0: a line is read by the same CTA (SM) every pass; shift = half the grid:
+// by a CTA half the grid away the next pass, so lines are read from SMs on both sides of the chip, as
+// FA2's K/V blocks are. Timed over buffers of growing size, the bandwidth falls from L2's to DRAM's
+// where the buffer outgrows what the L2 keeps for that pattern.
+__global__ void cyclic_read_kernel(const int4* __restrict__ p, size_t n, int reps, int shift, float* sink) {
+  int acc = 0;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (int r = 0; r < reps; ++r) {
+    const size_t cta = (blockIdx.x + size_t(r) * shift) % gridDim.x;
+    for (size_t i = cta * blockDim.x + threadIdx.x; i < n; i += stride) {
+      const int4 v = __ldcg(p + i);
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+  }
+  if (acc == 0x12345678) sink[threadIdx.x] = 1;
+}
+
 __global__ void copy_kernel(const int4* __restrict__ src, int4* __restrict__ dst, size_t n) {
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = __ldcs(src + i);
@@ -340,6 +359,33 @@ int main() {
   CHECK(cudaFree(l2_buf));
   std::fprintf(stderr, "  L2 read: %.2f TB/s\n", l2_bw / 1e12);
 
+  // L2 keep curve: effective read bandwidth of 20 cyclic passes over buffers of 4..96 MiB, with a line
+  // read by the same SM every pass (shift 0) and by other SMs: the next CTA (shift 1, another SM in the
+  // first wave's order) or a CTA a quarter of the grid away (shift 66 of 264: another SM, likely in
+  // another GPC). A CTA half the grid away (132) would be the same SM's second CTA.
+  constexpr int kShifts[] = {0, 1, 66};
+  std::vector<std::array<double, 4>> keep;  // MiB, bytes/s for each shift
+  {
+    const size_t most = size_t(96) << 20;
+    int4* buf = nullptr;
+    CHECK(cudaMalloc(&buf, most));
+    CHECK(cudaMemset(buf, 1, most));
+    const int grid = 2 * sms, passes = 20;
+    for (int mib : {4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 56, 64, 80, 96}) {
+      const size_t bytes = size_t(mib) << 20;
+      std::array<double, 4> row{double(mib), 0, 0, 0};
+      for (int k = 0; k < 3; ++k) {
+        const int shift = kShifts[k] * grid / 264;
+        const double t = time_best([&] { cyclic_read_kernel<<<grid, 1024>>>(buf, bytes / 16, passes, shift, sink); });
+        row[1 + k] = double(bytes) * passes / t;
+      }
+      std::fprintf(stderr, "  cyclic %3d MiB: %.2f TB/s same SM, %.2f next CTA, %.2f a quarter away\n", mib,
+                   row[1] / 1e12, row[2] / 1e12, row[3] / 1e12);
+      keep.push_back(row);
+    }
+    CHECK(cudaFree(buf));
+  }
+
   // HBM: 4 GiB read once (70x the L2), and a 2 GiB -> 2 GiB copy.
   const size_t big = size_t(4) << 30;
   int4* hbm = nullptr;
@@ -451,6 +497,11 @@ int main() {
   std::printf("  \"launch_overhead_s\": %.6e,\n  \"launches\": %d,\n", t_launch, launches);
   std::printf("  \"l2_hit_latency_s\": %.6e,\n  \"l2_hit_latency_chain\": \"one thread, %d dependent ld.global.cg over a random cycle of %u 128-byte lines (2 MiB), after a warm-up walk\",\n",
               l2_latency, l2_hops, l2_lines);
+  std::printf("  \"l2_keep_curve\": {\"method\": \"20 passes of ld.global.cg over a buffer by %d CTAs of 1024 threads; a line is read the next pass by the CTA `shift` further on: 0 the same CTA (SM), 1 the next, 66 a quarter of the grid away\", \"rows\": [", 2 * sms);
+  for (size_t n = 0; n < keep.size(); ++n)
+    std::printf("%s{\"mib\": %.0f, \"shift0_bytes_per_s\": %.4e, \"shift1_bytes_per_s\": %.4e, \"shift66_bytes_per_s\": %.4e}",
+                n ? ", " : "", keep[n][0], keep[n][1], keep[n][2], keep[n][3]);
+  std::printf("]},\n");
   std::printf("  \"l2_fp32_atomics_per_s\": %.6e,\n  \"l2_fp32_atomics_method\": \"atomicAdd(float) by %d CTAs of 256 threads over %zu contiguous words (4 MiB, L2-resident), %d passes; the result unused (RED)\",\n",
               red_rate, 4 * sms, red_words, red_iters);
   std::printf("  \"barrier_round_trip_s\": %.6e,\n  \"barrier_round_trip_clocks\": %.1f,\n  \"barrier_round_trip_method\": \"one CTA of 128 threads per SM: st.shared, __syncthreads, ld.shared of another warp's value, __syncthreads, %d dependent rounds\",\n",
