@@ -73,6 +73,7 @@ then passed=$((passed + 1)); echo "ok     the timeline files hold the replayed C
 else failed=$((failed + 1)); echo "FAILED the timeline files"; fi
 ok "estimate leaves fa3 out of 'all' on an A100, saying why" "fa3 left out: .*wgmma" -- estimate --gpu a100-80gb --algo all
 ok "estimate models cuDNN's and flashlab's kernels" "^fa3,h100-sxm" -- estimate --algo all --impl cudnn --format csv
+ok "estimate with the textbook LRU L2 to compare" "^fa2,h100-sxm" -- estimate --algo fa2 --causal --seqlen 16384 --l2-replacement lru --format csv
 grep -q "<svg" "$work/roof.svg" && passed=$((passed + 1)) && echo "ok     the SVG is there" || { failed=$((failed + 1)); echo "FAILED no SVG"; }
 
 # The kernels' tile shapes (gpu/shapes.hpp): a head dim fa2 pads, and the backward's tiles by the GPU's shared memory.
@@ -113,6 +114,7 @@ refused "fa3 on a GPU without wgmma" "fa3: FlashAttention-3 needs Hopper's wgmma
 refused "a timeline over a sweep" "single --seqlen" -- estimate --seqlen 512:4096:x2 --timeline "$work/out/t.svg"
 refused "a timeline of an unknown format" "must end in .svg or .json" -- estimate --timeline "$work/out/t.png"
 refused "an unknown kernel" "unknown kernel 'triton'" -- estimate --impl triton
+refused "an unknown L2 policy" "l2-replacement" -- estimate --l2-replacement fifo
 printf '{"name": "x"' > "$work/bad_gpu.json"
 refused "malformed GPU file" "not valid JSON" -- estimate --gpu-file "$work/bad_gpu.json"
 refused "shapes: a head dim fa2 does not take" "head dim 100 is not supported: fa2 takes head dims that are multiples of 8" -- \
