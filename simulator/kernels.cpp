@@ -94,9 +94,10 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
       // (d <= 128) or 64 x 64, 8 warps. The forward gives a warp 32 query rows up to d = 128 and 16
       // above (where the O accumulator alone fills half its registers), so its warps follow Br.
       s.tiling = backward ? tiled::Tiling{64, d <= 128 ? 128 : 64} : tiled::Tiling{128, d <= 64 ? 128 : 64};
-      if (impl == Impl::flashlab && !backward) {
-        if (const gpu::TileShape k = gpu::fa2_forward_shape(int(d)); k.supported())
-          s.tiling = tiled::Tiling{k.block_m, k.block_n};
+      if (impl == Impl::flashlab) {  // flashlab's own kernels: gpu/shapes.hpp, as their launchers pick them
+        const gpu::TileShape k = backward ? gpu::fa2_backward_shape(int(d), int(g.smem_per_block_bytes))
+                                          : gpu::fa2_forward_shape(int(d));
+        if (k.supported()) s.tiling = tiled::Tiling{k.block_m, k.block_n};
       }
       if (!backward && block_m > 0) s.tiling.Br = block_m;
       if (!backward && block_n > 0) s.tiling.Bc = block_n;

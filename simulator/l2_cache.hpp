@@ -1,4 +1,4 @@
-// L2Cache: the GPU's L2 as the replay sees it, an LRU over blocks of tensors.
+// L2Cache: the GPU's L2 as the replay sees it: whole blocks of tensors, a random one evicted (or LRU).
 //
 // A key is one block of one tensor (K_j and V_j of a kv head, a CTA's Q_i, the
 // dQ accumulator rows of a Q block, ...), dense in [0, keys). A load that
@@ -26,7 +26,7 @@ enum class Replacement { random, lru };
 
 class L2Cache {
  public:
-  L2Cache(double capacity_bytes, uint32_t keys, Replacement policy = Replacement::lru);
+  L2Cache(double capacity_bytes, uint32_t keys, Replacement policy = Replacement::random);
 
   // Each returns the bytes that hit (a store allocates without reading: it never misses).
   double load(uint32_t key, double bytes);
