@@ -101,6 +101,7 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
       }
       if (!backward && block_m > 0) s.tiling.Br = block_m;
       if (!backward && block_n > 0) s.tiling.Bc = block_n;
+      // (flashlab's shapes.hpp gives the same warps: 4 for its forward tiles, 8 for its backward.)
       s.threads = backward ? 256 : 32.0 * std::max<int64_t>(1, s.tiling.Br / (d <= 128 ? 32 : 16));
       break;
     case Algo::fa3: {
@@ -141,7 +142,8 @@ ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool bac
   const double tensor_per_sm = g.tensor_peak(p.dtype) * path / sms;  // FLOP/s
   const double smem_per_sm = g.smem_bandwidth / sms;                  // bytes/s
   const double fp32_per_sm = g.fp32_ops_per_s() / sms;                // lane instructions/s
-  const double mask = kMaskOps / fp32_per_sm;
+  c.mask_ops = kMaskOps;
+  const double mask = c.mask_ops / fp32_per_sm;
   c.exp = 1.0 / (g.exp_per_s / sms);
 
   if (backward) {

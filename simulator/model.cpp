@@ -80,11 +80,11 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   const int64_t distinct = p.varlen() ? p.batch : 1;
   for (int64_t b = 0; b < distinct; ++b) schedules.emplace_back(p, b, shape.tiling, order);
   double kv_bytes = 0;  // one pass over K and V of every head, which each FA1 split repeats
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const Schedule& s = schedules[p.varlen() ? b : 0];
+  const double heads = double(p.heads_q) * double(p.batch / distinct);  // (batch, head) pairs per schedule
+  for (const Schedule& s : schedules) {
     const auto bytes = s.closed_form();
-    c.l2_bytes += double(p.heads_q) * double(bytes.total_load() + bytes.total_store());
-    kv_bytes += double(p.heads_q) * double(s.seqlen_k()) * (d + dv) * e;
+    c.l2_bytes += heads * double(bytes.total_load() + bytes.total_store());
+    kv_bytes += heads * double(s.seqlen_k()) * (d + dv) * e;
   }
 
   // The grid, in launch order, and how many CTAs share an SM.
@@ -123,7 +123,7 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   const double heads_elements = r.elements;
   c.flops = heads_elements * 2.0 * (backward ? 3.0 * d + 2.0 * dv : d + dv);
   c.exp_ops = heads_elements;
-  c.other_flops = heads_elements * unit.fp32_ops + r.partial_elements * 3.0;
+  c.other_flops = heads_elements * unit.fp32_ops + r.partial_elements * unit.mask_ops;
   c.hbm_read_bytes = r.dram_read;
   c.hbm_write_bytes = r.dram_write;
   c.l2_hit_bytes = r.l2_hits;
