@@ -48,6 +48,25 @@ std::vector<int64_t> parse_seqlens(const std::string& spec) {
   return out;
 }
 
+// Writes `text` whole to a temporary name and moves it into place; on failure nothing is left behind.
+void write_whole(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (out) {
+      out.close();
+      if (out) {
+        std::filesystem::rename(tmp, path);
+        return;
+      }
+    }
+  }
+  std::error_code ignored;
+  std::filesystem::remove(tmp, ignored);
+  throw Error("cannot write '" + path + "'");
+}
+
 }  // namespace
 
 void add_estimate(CLI::App& app) {
@@ -134,26 +153,13 @@ void add_estimate(CLI::App& app) {
         std::cerr << "estimate: " << n + 1 << "/" << seqlens.size() << " points\n";
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (!opts->plot.empty()) {  // written whole to a temporary name, then moved into place
-      const std::string tmp = opts->plot + ".tmp";
-      {
-        std::ofstream out(tmp);
-        out << sim::plot_svg(gpu, parse_dtype(opts->flags.dtype), all);
-        if (!out) throw Error("cannot write '" + opts->plot + "'");
-      }
-      std::filesystem::rename(tmp, opts->plot);
-    }
-    if (!opts->timeline.empty()) {  // written whole to a temporary name, then moved into place
+    if (!opts->plot.empty()) write_whole(opts->plot, sim::plot_svg(gpu, parse_dtype(opts->flags.dtype), all));
+    if (!opts->timeline.empty()) {
       ProblemFlags f = opts->flags;
       f.seqlen = seqlens.front();
       const std::string title = gpu.display_name + ": " + f.problem().describe() + ", pass " + to_string(pass);
-      const std::string tmp = opts->timeline + ".tmp";
-      {
-        std::ofstream out(tmp);
-        out << (ends_with(opts->timeline, ".svg") ? sim::timeline_svg(timeline, title) : sim::timeline_json(timeline, title));
-        if (!out) throw Error("cannot write '" + opts->timeline + "'");
-      }
-      std::filesystem::rename(tmp, opts->timeline);
+      write_whole(opts->timeline, ends_with(opts->timeline, ".svg") ? sim::timeline_svg(timeline, title)
+                                                                    : sim::timeline_json(timeline, title));
     }
     if (opts->format == "json") std::cout << sim::to_json(all);
     else if (opts->format == "csv") std::cout << sim::to_csv(all);
