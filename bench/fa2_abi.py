@@ -17,11 +17,12 @@ def load(path):
 
 
 class Fa2:
-    """fa2's forward (q, k, v -> o, lse) and backward (+ do -> dq, dk, dv) on one set of tensors."""
+    """fa2's forward (q, k, v -> o, lse) and backward (+ do -> dq, dk, dv) on one set of tensors; with
+    kernel=b"fa3", fa3's forward (Hopper only; it has no backward)."""
 
-    def __init__(self, torch, lib, q, k, v, o, lse, causal, grads=None, deterministic=False):
+    def __init__(self, torch, lib, q, k, v, o, lse, causal, grads=None, deterministic=False, kernel=b"fa2"):
         b, s, h, d = q.shape
-        self.lib, self.deterministic = lib, int(deterministic)
+        self.lib, self.deterministic, self.kernel = lib, int(deterministic), kernel
         self.err = ctypes.create_string_buffer(512)
         self.stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         self.shape = (b, s, s, h, h, d, 2, ctypes.c_float(d ** -0.5), -1, 0 if causal else -1, ctypes.c_float(0.0))
@@ -33,7 +34,7 @@ class Fa2:
             raise RuntimeError(self.err.value.decode())
 
     def forward(self):
-        self._check(self.lib.flashlab_forward(b"fa2", *self.fwd_ptrs, *self.shape, self.stream, self.err, 512))
+        self._check(self.lib.flashlab_forward(self.kernel, *self.fwd_ptrs, *self.shape, self.stream, self.err, 512))
 
     def backward(self):
         self._check(self.lib.flashlab_backward(b"fa2", *self.fwd_ptrs, *self.grad_ptrs, *self.shape,

@@ -62,6 +62,9 @@ def measure(lib, device, pas, d, s, causal, deterministic):
     dq, dk, dv = (torch.full_like(q, float("nan")) for _ in range(3))
     lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
     fa2 = Fa2(torch, lib, q, k, v, o, lse, causal, grads=(do, dq, dk, dv), deterministic=deterministic)
+    # fa3 (Hopper, forward only): its own output tensors, checked and timed beside fa2 where it runs.
+    o3, lse3 = torch.full_like(q, float("nan")), torch.empty_like(lse)
+    fa3 = Fa2(torch, lib, q, k, v, o3, lse3, causal, kernel=b"fa3") if pas == "fwd" and has_fa3(lib) else None
 
     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(pas != "fwd") for x in (q, k, v))
     dot = do.transpose(1, 2)
@@ -80,30 +83,42 @@ def measure(lib, device, pas, d, s, causal, deterministic):
     ref = sdpa(SDPBackend.FLASH_ATTENTION)().transpose(1, 2)
     torch.cuda.synchronize()
     diffs = {"o": (o.float() - ref.float()).abs().max().item()}
+    if fa3:
+        fa3.forward()
+        torch.cuda.synchronize()
+        diffs["o_fa3"] = (o3.float() - ref.float()).abs().max().item()
     if pas != "fwd":
         for name, mine, theirs in (("dq", dq, qt.grad), ("dk", dk, kt.grad), ("dv", dv, vt.grad)):
             diffs[name] = (mine.float() - theirs.transpose(1, 2).float()).abs().max().item()
     flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0) * (1.0 if pas == "fwd" else 3.5)
     t = {}
-    for name, fn in (("flashlab_fa2", ours), ("sdpa_flash", sdpa(SDPBackend.FLASH_ATTENTION)),
-                     ("sdpa_cudnn", sdpa(SDPBackend.CUDNN_ATTENTION))):
+    timed = [("flashlab_fa2", ours)] + ([("flashlab_fa3", fa3.forward)] if fa3 else [])
+    for name, fn in timed + [("sdpa_flash", sdpa(SDPBackend.FLASH_ATTENTION)),
+                             ("sdpa_cudnn", sdpa(SDPBackend.CUDNN_ATTENTION))]:
         leaves = [qt, kt, vt] if pas != "fwd" else None  # grads reset (untimed) before every run
         t[name] = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median", grad_to_none=leaves) * 1e-3
     row = {"device": device, "date": datetime.date.today().isoformat(), "torch": torch.__version__,
            "pass": pas, "deterministic": int(deterministic and pas != "fwd"), "hdim": d, "seqlen": s,
            "causal": int(causal), "batch": b, "heads": h}
-    for name in ("o", "dq", "dk", "dv"):
+    for name in ("o", "dq", "dk", "dv", "o_fa3"):
         row[f"max_abs_diff_{name}_vs_sdpa_flash"] = diffs.get(name, "")
     for name, sec in t.items():
         row[f"{name}_ms"] = sec * 1e3
         row[f"{name}_tflops"] = flops / sec / 1e12
     row["ratio_vs_flash"] = row["flashlab_fa2_tflops"] / row["sdpa_flash_tflops"]
     row["ratio_vs_cudnn"] = row["flashlab_fa2_tflops"] / row["sdpa_cudnn_tflops"]
-    print(f"{pas:7s} d={d:3d} s={s:5d} causal={int(causal)}  fa2 {row['flashlab_fa2_tflops']:6.1f}  "
+    row["fa3_vs_cudnn"] = row["flashlab_fa3_tflops"] / row["sdpa_cudnn_tflops"] if fa3 else ""
+    fa3_text = f"fa3 {row['flashlab_fa3_tflops']:6.1f}  " if fa3 else ""
+    print(f"{pas:7s} d={d:3d} s={s:5d} causal={int(causal)}  fa2 {row['flashlab_fa2_tflops']:6.1f}  {fa3_text}"
           f"flash {row['sdpa_flash_tflops']:6.1f}  cudnn {row['sdpa_cudnn_tflops']:6.1f} TFLOP/s  "
           f"ratio {row['ratio_vs_flash']:.2f}  maxdiff " + " ".join(f"{k} {v:.2e}" for k, v in diffs.items()),
           flush=True)
     return row
+
+
+def has_fa3(lib):
+    """Whether this library and GPU run fa3 (an sm_90 device and a build with the fa3 kernel)."""
+    return torch.cuda.get_device_capability() == (9, 0) and hasattr(lib, "flashlab_forward")
 
 
 if __name__ == "__main__":

@@ -68,6 +68,8 @@ extern "C" int flashlab_forward(const char* kernel, const void* q, const void* k
     const std::string name = kernel;
     if (name == "fa2") {
       fa2_forward(p, s);
+    } else if (name == "fa3") {
+      fa3_forward(p, s);
     } else if (name == "standard") {
       const size_t plane = size_t(batch) * heads_q * seqlen_q * seqlen_k;
       void *S = nullptr, *P = nullptr;
@@ -77,7 +79,7 @@ extern "C" int flashlab_forward(const char* kernel, const void* q, const void* k
       FLASHLAB_CUDA(cudaFreeAsync(S, s));
       FLASHLAB_CUDA(cudaFreeAsync(P, s));
     } else {
-      return fail(error, error_len, "unknown kernel '" + name + "': expected fa2 or standard");
+      return fail(error, error_len, "unknown kernel '" + name + "': expected fa2, fa3 or standard");
     }
     return 0;
   } catch (const std::exception& e) {

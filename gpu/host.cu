@@ -83,6 +83,8 @@ struct DeviceSeqlens {
     a.cu_seqlens_q = static_cast<const int*>(q.ptr);
     a.cu_seqlens_k = static_cast<const int*>(k.ptr);
     a.q_batch_stride = a.k_batch_stride = a.v_batch_stride = a.o_batch_stride = 0;
+    a.total_q = cu_q.back();
+    a.total_k = cu_k.back();
   }
 };
 
@@ -110,6 +112,15 @@ std::string unsupported(const std::string& kernel, const Problem& p) {
     if (p.dtype == DType::fp32) return "unsupported: fp32 (fa2 runs bf16 and fp16)";
     if (fa2_padded_head_dim(int(p.head_dim)) == 0)
       return "unsupported: head_dim " + std::to_string(p.head_dim) + " (fa2 takes multiples of 8 up to 256)";
+    return "";
+  }
+  if (kernel == "fa3") {
+    if (p.dtype == DType::fp32) return "unsupported: fp32 (fa3 runs bf16 and fp16)";
+    if (fa3_padded_head_dim(int(p.head_dim)) == 0)
+      return "unsupported: head_dim " + std::to_string(p.head_dim) + " (" + kFa3HeadDims + ")";
+    if (dev.sm_major != 9)
+      return "skipped: fa3 needs an sm_90 GPU (wgmma, TMA); this is " + dev.name + ", sm_" +
+             std::to_string(dev.sm_major) + std::to_string(dev.sm_minor);
     return "";
   }
   if (p.varlen()) return "unsupported: varlen";
@@ -152,6 +163,8 @@ HostForward run_forward(const std::string& kernel, const Problem& p, const Tenso
 
   if (kernel == "fa2") {
     fa2_forward(a, nullptr);
+  } else if (kernel == "fa3") {
+    fa3_forward(a, nullptr);
   } else if (kernel == "fa1_minimal") {
     const size_t n = size_t(p.batch) * p.heads_q * p.seqlen_q;
     DeviceBuffer l(n * 4), m(n * 4);
@@ -185,7 +198,6 @@ HostBackward run_backward(const std::string& kernel, const Problem& p, const Ten
   static_cast<AttentionParams&>(a) = params_of(p, dt);
   a.deterministic = deterministic;
   DeviceSeqlens seqlens(p, a);
-  if (p.varlen()) a.total_q = int(p.cu_seqlens_q.back());
   DeviceBuffer q_in = uploaded(q, dt), k_in = uploaded(k, dt), v_in = uploaded(v, dt);
   DeviceBuffer d_o_in = uploaded(d_o, dt), o_in = uploaded(o, dt), lse_in(lse.data.size() * 4);
   FLASHLAB_CUDA(cudaMemcpy(lse_in.ptr, lse.ptr(), lse.data.size() * 4, cudaMemcpyHostToDevice));

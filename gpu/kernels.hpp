@@ -3,6 +3,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "params.hpp"
 #include "shapes.hpp"
 
@@ -25,6 +27,12 @@ void fa2_forward_pairs_d256(const AttentionParams& p, cudaStream_t stream);
 // fa2_backward_scratch_bytes(p) bytes of device memory.
 size_t fa2_backward_scratch_bytes(const BackwardParams& p);
 void fa2_backward(const BackwardParams& p, cudaStream_t stream);
+
+// fa3/fa3_fwd.cu: the FlashAttention-3-style Hopper forward (TMA, wgmma, warp-specialized, persistent),
+// bf16 or fp16, head dims as fa2. fa3_forward_unsupported says why a problem or this device cannot run it
+// ("" when it can): it needs an sm_90 GPU.
+std::string fa3_forward_unsupported(const AttentionParams& p);
+void fa3_forward(const AttentionParams& p, cudaStream_t stream);
 
 // standard.cu: cuBLAS QK^T into an fp32 S, a softmax kernel writing P, cuBLAS PV.
 // s_scratch: batch*heads*sq*sk floats; p_scratch: the same count in the input dtype.

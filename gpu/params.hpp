@@ -24,6 +24,7 @@ struct AttentionParams {
   int seqlen_q = 0, seqlen_k = 0, head_dim = 0;
   const int* cu_seqlens_q = nullptr;  // device, batch + 1 entries; null for fixed length
   const int* cu_seqlens_k = nullptr;
+  int total_q = 0, total_k = 0;       // varlen: cu_seqlens_q[batch], cu_seqlens_k[batch] (packed rows)
   float scale = 0;            // softmax scale
   float softcap = 0;          // 0: off
   int window_left = -1;       // -1: unbounded (causal is window_right = 0)
@@ -41,7 +42,6 @@ struct BackwardParams : AttentionParams {
   // Scratch, sized by fa2_backward_scratch_bytes: dQ in fp32 (rows x heads_q x head_dim) for the
   // atomic accumulation, and per row (laid out as lse) D = rowsum(dO * O) and LSE in log2 units.
   void* scratch = nullptr;
-  int total_q = 0;             // varlen: cu_seqlens_q[batch], the scratch's row count; unused otherwise
   bool deterministic = false;  // true: dQ from its own Q-outer kernel, no atomics, bit-reproducible
 };
 

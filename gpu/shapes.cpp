@@ -25,7 +25,7 @@ bool add_rows(const std::string& algo, bool backward, int head_dim, const std::s
     if (dtype == "fp32")
       return fail(error, algo + " runs bf16 and fp16, not fp32 (fa1-minimal runs fp32); use --dtype bf16 or fp16");
     if (algo == "fa3") {
-      if (backward) return fail(error, "fa3: only the forward shape is declared (flashlab has no FA3 kernel yet); use --pass fwd");
+      if (backward) return fail(error, "fa3 has no backward kernel yet (gpu/fa3/ is forward only); use --pass fwd");
       shapes = {fa3_forward_shape(head_dim)};
     } else if (backward) {
       shapes = {fa2_backward_shape(head_dim, smem_per_block), fa2_backward_dq_shape(head_dim)};

@@ -238,28 +238,35 @@ constexpr TileShape standard_softmax_shape(int head_dim) {
   return s;
 }
 
-// ---- FA3 forward: no flashlab kernel yet. Declared so that the simulator and `flashlab shapes` share
-// one number until gpu/ has one: the FA3 paper's shape as the simulator has assumed it, 128 x 128 for
-// d <= 128 and 128 x 64 above, three warpgroups (a TMA producer and two wgmma consumers that ping-pong),
-// K and V double-buffered. To be replaced by the kernel's own function when it exists.
+// ---- fa3 (gpu/fa3/fa3_fwd.cu): the Hopper forward, bf16 / fp16, head dims that are multiples of 8 up to
+// 256, compiled for 64, 128 and 256 (the copy engine zero-fills the padded columns).
+constexpr int fa3_padded_head_dim(int head_dim) { return fa2_padded_head_dim(head_dim); }
+constexpr const char* kFa3HeadDims = "fa3 takes head dims that are multiples of 8 from 8 to 256";
+
+// Its shared memory: Q (Br x D), `stages` K and V buffers (Bc x D each), and 1 KiB for the 1024-byte
+// alignment the 128-byte swizzle needs plus 1 KiB for the mbarriers.
+constexpr int fa3_forward_smem_bytes(int d, int block_m, int block_n, int stages) {
+  return (block_m + 2 * stages * block_n) * d * 2 + 2048;
+}
+
+// Three warpgroups: a producer (TMA) and two consumers of 64 query rows each (Br = 128), K/V
+// double-buffered. Timings: gpu/fa3/fa3_fwd.cu's version index.
 constexpr TileShape fa3_forward_shape(int head_dim) {
-  if (head_dim <= 0 || head_dim > 256 || head_dim % 8 != 0)
-    return shapes_detail::unsupported("none yet (the FA3 paper's shape)",
-                                      "fa3 takes head dims that are multiples of 8 from 8 to 256");
+  const int d = fa3_padded_head_dim(head_dim);
+  if (d == 0) return shapes_detail::unsupported("fa3_forward_kernel (gpu/fa3/fa3_fwd.cu)", kFa3HeadDims);
   TileShape s;
-  s.kernel = "none yet (the FA3 paper's shape)";
-  s.head_dim = head_dim;
+  s.kernel = "fa3_forward_kernel (gpu/fa3/fa3_fwd.cu)";
+  s.head_dim = d;
   s.block_m = 128;
-  s.block_n = head_dim <= 128 ? 128 : 64;
+  s.block_n = d <= 128 ? 128 : 64;
   s.warps = 12;
   s.threads = 384;
   s.stages = 2;
-  s.smem_bytes = (s.block_m + 2 * s.stages * s.block_n) * head_dim * 2;
-  s.why = head_dim <= 128
-              ? "the FA3 paper's shape: 128 x 128 tiles, one warpgroup producing (TMA), two consuming (wgmma) in "
-                "ping-pong, K/V double-buffered"
-              : "the FA3 paper's shape: 128 x 64 above d = 128, where 128 keys of K and V in two stages would "
-                "not fit shared memory";
+  s.smem_bytes = fa3_forward_smem_bytes(d, s.block_m, s.block_n, s.stages);
+  s.why = d <= 128
+              ? "one producer warpgroup (TMA) and two consumer warpgroups of 64 query rows (wgmma), 128 x 128 tiles, "
+                "K and V double-buffered"
+              : "128 x 64 at d = 256: 128 keys of K and V in two stages would not fit in shared memory";
   return s;
 }
 

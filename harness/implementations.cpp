@@ -78,6 +78,9 @@ std::vector<Implementation> build() {
            GpuEntry{"gpu-fa2-deterministic", "fa2",
                     "gpu-fa2 with the deterministic backward: dQ from its own Q-outer kernel, no atomics", true,
                     true},
+           GpuEntry{"gpu-fa3", "fa3",
+                    "FlashAttention-3-style Hopper forward (TMA, wgmma, warp-specialized, persistent; sm_90)", false,
+                    false},
        }) {
     const std::string k = e.kernel;
     const bool det = e.deterministic;

@@ -61,7 +61,7 @@ TEST_CASE("shapes: fa2's backward takes smaller tiles where the device has less 
   CHECK(fa2_backward_shape(256, kA100SmemPerBlock).smem_bytes <= kA100SmemPerBlock);
 }
 
-TEST_CASE("shapes: fa1_minimal, standard and the declared FA3 forward") {
+TEST_CASE("shapes: fa1_minimal, standard and the FA3 forward") {
   CHECK(fa1_minimal_shape(59).supported());
   CHECK(fa1_minimal_shape(59).head_dim == 59);  // not padded
   CHECK(fa1_minimal_shape(59).threads == fa1_minimal_shape(59).block_m);  // a thread a query row
@@ -71,6 +71,9 @@ TEST_CASE("shapes: fa1_minimal, standard and the declared FA3 forward") {
   CHECK(fa3_forward_shape(128).block_n == 128);
   CHECK(fa3_forward_shape(256).block_n == 64);
   CHECK(consistent(fa3_forward_shape(256)));
+  CHECK(fa3_forward_shape(80).head_dim == 128);  // padded, as fa2
+  CHECK(fa3_forward_shape(256).smem_bytes <= kH100SmemPerBlock);
+  CHECK_FALSE(fa3_forward_shape(260).supported());
 }
 
 TEST_CASE("shapes: the lookup by name lists a pass's kernels and says why it refuses") {

@@ -1,0 +1,108 @@
+// The Hopper instructions fa3 is built from, one small wrapper each (sm_90a): mbarriers, the bulk tensor
+// copy engine (TMA), warpgroup MMA (wgmma) fences and shared-memory descriptors, named barriers and
+// register reallocation. Every wrapper is the PTX instruction of its name; the PTX ISA's sections are
+// named beside them.
+#pragma once
+#include <cuda.h>  // CUtensorMap (a type only: the driver is reached through the runtime, see tensor_maps.cpp)
+
+#include <cstdint>
+
+namespace flashlab::gpu::fa3 {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// ---- mbarrier (PTX ISA "Parallel Synchronization and Communication Instructions: mbarrier"): a 64-bit
+// shared-memory object whose phase completes when `count` threads have arrived and every byte a copy
+// promised with expect_tx has landed. Waiters name the parity of the phase they wait for.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+}
+// Makes the initialised barriers visible to the copy engine (the async proxy) and to the other threads.
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::); }
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)));
+}
+// Arrive and announce `bytes` that copies will deliver before this phase can complete.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes));
+}
+// Blocks until the phase of parity `parity` has completed (a fresh barrier counts parity 1 as done).
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "LAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra LAB_WAIT;\n}\n" ::"r"(smem_u32(bar)),
+      "r"(parity));
+}
+
+// ---- bulk tensor copy (PTX ISA "cp.async.bulk.tensor"): a box of a tensor described by a tensor map
+// (a CUtensorMap, passed as a __grid_constant__ kernel parameter) lands in shared memory, swizzled as
+// the map says, and completes its bytes on `bar`. Coordinates are in elements, innermost first; a box
+// that crosses the tensor's edge is filled with zeros (and still counts its whole size).
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+      "[%2];\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// ---- warpgroup MMA (PTX ISA "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions").
+// wgmma_fence orders this warpgroup's register and shared-memory writes before the wgmmas that read
+// them; commit closes a group of issued wgmmas; wait<N> blocks until at most N groups are in flight.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// An accumulator the wgmmas in flight write: the compiler must not read or move it before the wait.
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&d)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+// The shared-memory matrix descriptor of a wgmma operand ("Matrix Descriptor Format") for a tile stored
+// with the 128-byte swizzle the copy engine writes: rows of 64 16-bit elements (128 bytes), 8-row atoms
+// of 1024 bytes, the atom 1024-byte aligned. `stride_bytes` steps between 8-row atoms along the
+// dimension the rows run in, `leading_bytes` between 64-element column blocks (read only when one wgmma
+// spans several: an N-major B wider than 64).
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t smem_addr, uint32_t leading_bytes, uint32_t stride_bytes) {
+  uint64_t d = (smem_addr & 0x3FFFF) >> 4;
+  d |= uint64_t((leading_bytes >> 4) & 0x3FFF) << 16;
+  d |= uint64_t((stride_bytes >> 4) & 0x3FFF) << 32;
+  d |= uint64_t(1) << 62;  // swizzle mode 1: 128 bytes
+  return d;
+}
+
+// ---- named barriers (PTX ISA "bar.sync"): a subset of the CTA's warps meet at barrier `id` (1..15;
+// 0 is __syncthreads'); arrive signals without waiting.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---- register reallocation (PTX ISA "setmaxnreg"): a warpgroup gives registers back to the SM's pool
+// (the producer, which only issues copies) or takes them (the consumers, which hold S, P and O).
+template <int N>
+__device__ __forceinline__ void regs_dealloc() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void regs_alloc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+}  // namespace flashlab::gpu::fa3

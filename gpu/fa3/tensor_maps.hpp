@@ -1,0 +1,20 @@
+// Tensor maps for the bulk tensor copy engine (TMA): how fa3's producer sees Q, K and V in global memory.
+// Host code; the driver's cuTensorMapEncodeTiled is reached through the runtime
+// (cudaGetDriverEntryPointByVersion), so nothing links against libcuda and CI machines without a driver
+// still load the library.
+#pragma once
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace flashlab::gpu::fa3 {
+
+// A (rows, heads, head_dim) view of a 16-bit tensor whose rows are `row_stride` elements apart and whose
+// heads `head_stride` apart (a (batch, seqlen, heads, d) tensor with batch and seqlen folded into rows,
+// or a packed varlen one). Boxes are 64 columns (128 bytes, the 128-byte swizzle's width) by `box_rows`
+// rows of one head, written to shared memory with the 128-byte swizzle; columns at or past `head_dim`
+// and rows past `rows` read as zeros.
+CUtensorMap rows_heads_map(const void* base, int64_t rows, int heads, int head_dim, int64_t row_stride,
+                           int64_t head_stride, int box_rows);
+
+}  // namespace flashlab::gpu::fa3
