@@ -103,7 +103,7 @@ TEST_CASE("shapes: the lookup by name lists a pass's kernels and says why it ref
       {"fa2", false, 64, "fp32", kH100SmemPerBlock, "not fp32"},
       {"fa2", false, 64, "fp8", kH100SmemPerBlock, "unknown dtype 'fp8'"},
       {"fa1-minimal", true, 64, "fp32", kH100SmemPerBlock, "no backward"},
-      {"fa3", true, 64, "bf16", kH100SmemPerBlock, "only the forward"},
+      {"fa3", true, 64, "bf16", kH100SmemPerBlock, "no backward kernel yet"},
       {"fa2", true, 128, "bf16", kL4SmemPerBlock, "bytes of shared memory per block"},
       {"all", false, 300, "bf16", kH100SmemPerBlock, "head dim 300"},
   };
