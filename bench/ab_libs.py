@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A/B two builds of flashlab's fa2 kernels in one process, beside SDPA flash (FlashAttention 2).
+"""A/B two builds of flashlab's fa2 (or fa3) kernels in one process, beside SDPA flash (FlashAttention 2).
 
 Runs on the GPU machine. Loads two builds of libflashlab_gpu_c.so (say, before and after a change)
 side by side and times each one's fa2, and SDPA's flash backend, on the same bf16 tensors of the
@@ -8,7 +8,8 @@ anchors' setup (batch * seqlen = 16384 tokens, heads * head_dim = 2048) with tri
 outputs are checked against each other. Prints one line a shape and writes a CSV.
 
 Usage: python3 bench/ab_libs.py A.so B.so OUT.csv [--seqlens 1024,8192] [--hdims 64,128,256]
-                                [--passes fwd,fwd+bwd]
+                                [--passes fwd,fwd+bwd] [--kernel fa2|fa3]
+With --kernel fa3 (forward only, an H100/H200) SDPA's cuDNN backend is timed too.
 """
 import argparse
 import csv
@@ -32,14 +33,17 @@ def main():
     ap.add_argument("--seqlens", default="1024,8192")
     ap.add_argument("--hdims", default="64,128,256")
     ap.add_argument("--passes", default="fwd,fwd+bwd")
+    ap.add_argument("--kernel", default="fa2", choices=["fa2", "fa3"])
     args = ap.parse_args()
+    if args.kernel == "fa3":
+        args.passes = "fwd"
     libs = {"a": load(args.a), "b": load(args.b)}  # side by side: fa2_abi.load loads RTLD_LOCAL
     rows = []
     for pas in args.passes.split(","):
         for d in map(int, args.hdims.split(",")):
             for s in map(int, args.seqlens.split(",")):
                 for causal in (False, True):
-                    rows.append(measure(libs, pas, d, s, causal))
+                    rows.append(measure(libs, pas, d, s, causal, args.kernel))
                     torch.cuda.empty_cache()
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -47,7 +51,7 @@ def main():
         w.writerows(rows)
 
 
-def measure(libs, pas, d, s, causal):
+def measure(libs, pas, d, s, causal, kernel):
     b, h = 16384 // s, 2048 // d
     gen = torch.Generator(device="cuda").manual_seed(s + d)
     q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
@@ -56,18 +60,22 @@ def measure(libs, pas, d, s, causal):
 
     def ours(name):
         o, dq, dk, dv = outs.setdefault(name, [torch.full_like(q, float("nan")) for _ in range(4)])
-        fa2 = Fa2(torch, libs[name], q, k, v, o, lse, causal, grads=(do, dq, dk, dv))
+        fa2 = Fa2(torch, libs[name], q, k, v, o, lse, causal, grads=(do, dq, dk, dv), kernel=kernel.encode())
         return fa2.forward if pas == "fwd" else fa2.forward_backward
 
     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(pas != "fwd") for x in (q, k, v))
 
-    def flash():
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-            if pas != "fwd":
-                out.backward(do.transpose(1, 2))
+    def sdpa(backend):
+        def call():
+            with sdpa_kernel(backend):
+                out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                if pas != "fwd":
+                    out.backward(do.transpose(1, 2))
+        return call
 
-    calls = {"a": ours("a"), "b": ours("b"), "flash": flash}
+    calls = {"a": ours("a"), "b": ours("b"), "flash": sdpa(SDPBackend.FLASH_ATTENTION)}
+    if kernel == "fa3":
+        calls["cudnn"] = sdpa(SDPBackend.CUDNN_ATTENTION)
     for fn in calls.values():
         fn()
     torch.cuda.synchronize()
@@ -81,9 +89,12 @@ def measure(libs, pas, d, s, causal):
     row = {"pass": pas, "hdim": d, "seqlen": s, "causal": int(causal), "a_tflops": tf["a"], "b_tflops": tf["b"],
            "flash_tflops": tf["flash"], "b_over_a": tf["b"] / tf["a"], "a_vs_flash": tf["a"] / tf["flash"],
            "b_vs_flash": tf["b"] / tf["flash"], "max_abs_diff_a_b": diff}
+    if "cudnn" in tf:
+        row.update(cudnn_tflops=tf["cudnn"], a_vs_cudnn=tf["a"] / tf["cudnn"], b_vs_cudnn=tf["b"] / tf["cudnn"])
     print(f"{pas:7s} d={d:3d} s={s:5d} causal={int(causal)}  a {tf['a']:6.1f}  b {tf['b']:6.1f}  "
           f"flash {tf['flash']:6.1f} TFLOP/s  b/a {row['b_over_a']:.3f}  a/flash {row['a_vs_flash']:.2f}  "
-          f"b/flash {row['b_vs_flash']:.2f}  |a-b| {diff:.1e}", flush=True)
+          f"b/flash {row['b_vs_flash']:.2f}  |a-b| {diff:.1e}" +
+          (f"  cudnn {tf['cudnn']:6.1f}  b/cudnn {row['b_vs_cudnn']:.2f}" if "cudnn" in tf else ""), flush=True)
     return row
 
 

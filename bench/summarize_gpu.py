@@ -40,8 +40,9 @@ def tables(rows):
                     if r is None:
                         line.append("-")
                         continue
+                    fa3 = f" / fa3 {float(r['flashlab_fa3_tflops']):.0f}" if r.get("flashlab_fa3_tflops") else ""
                     line.append(f"{float(r['flashlab_fa2_tflops']):.0f} / {float(r['sdpa_flash_tflops']):.0f} / "
-                                f"{float(r['sdpa_cudnn_tflops']):.0f} (**{float(r['ratio_vs_flash']):.2f}x**)")
+                                f"{float(r['sdpa_cudnn_tflops']):.0f}{fa3} (**{float(r['ratio_vs_flash']):.2f}x**)")
                 out.append(f"| {d} | {causal} | " + " | ".join(line) + " |")
         counted = [r for r in prs if int(r["seqlen"]) >= 1024]
         ratios = [float(r["ratio_vs_flash"]) for r in counted]

@@ -3,15 +3,16 @@
 // 64, 128 and 256 (every multiple of 8 up to 256, zero-padded by the copy engine).
 //
 // The kernel, by role (one CTA per SM, persistent; 3 warpgroups of 128 threads):
-//   scheduler  scheduler.cuh: tiles (Q block of Br rows, head, batch) dealt round-robin to the persistent
-//              CTAs; under a causal mask a head's longest Q blocks first.
-//   producer   warpgroup 0 (one thread issues, the rest of the warpgroup exits after giving back its
+//   scheduler  scheduler.cuh: tiles (Q block of Br rows, head, batch) handed to the persistent CTAs as
+//              they ask (an atomic counter); under a causal mask longest first, in L2-sized sections.
+//   producer   producer.cuh: warpgroup 0 (one thread issues, the rest of the warpgroup exits after giving back its
 //              registers): Q_i by the bulk tensor copy engine (TMA), then K_j and V_j into `stages`
 //              128-byte-swizzled buffers, each completing on its own mbarrier; a buffer is refilled
 //              when the consumers' arrivals on its "empty" mbarrier say they are done with it.
-//   consumer   warpgroups 1 and 2, 64 query rows each: S = Q_i K_j^T by wgmma (both operands from shared
-//              memory), softmax on the accumulators in registers, O += P V_j by wgmma with P from
-//              registers and V read transposed from shared memory.
+//   consumer   consumer.cuh: warpgroups 1 and 2, 64 query rows each: S = Q_i K_j^T by wgmma (both operands
+//              from shared memory), softmax on the accumulators in registers, O += P V_j by wgmma with P
+//              from registers and V read transposed from shared memory; S_{j+1} and P_j V_j in flight
+//              together (intra-warpgroup overlap) and the two warpgroups' GEMMs in turns (ping-pong).
 //   softmax    gpu/softmax.cuh on the wgmma accumulators (their layout is mma.sync's C fragment a warp):
 //              softcap, the edge mask (blocks that cross it), row max, exp2 with the scale folded in, row
 //              sums, O's rescale; a row's four lanes reduce by shuffles.
@@ -19,202 +20,53 @@
 //
 // Tile shape: shapes.hpp's fa3_forward_shape (`flashlab shapes --algo fa3`).
 //
-// Version index (bench/gpu_compare.py; NVIDIA H100, bf16, batch x seqlen = 16k, heads x d = 2048; full
-// entries in gpu/HISTORY.md):
-//   v1  TMA + wgmma, one producer and two consumer warpgroups, two K/V stages, persistent round-robin tiles,
-//       no overlap between softmax and the GEMMs yet.
+// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-23, v6, bf16, batch x seqlen = 16k, heads x d = 2048,
+// against SDPA's cuDNN backend in the same process (bench/results/gpu-h100-2026-11-23-fa3v6.csv), s = 1k-16k:
+// d = 64 0.88-1.00x (causal 0.82-0.93x), d = 128 0.82-0.98x (causal 0.82-1.03x), d = 256 0.78-0.86x
+// (causal 0.75-0.84x); against our fa2 at d = 128, s >= 4k: 1.57-1.67x (causal 1.47-1.71x).
+//
+// Version index (bench/gpu_compare.py, bench/ab_libs.py --kernel fa3; H100, the sweep above, TFLOP/s at
+// d = 128 s = 16k non-causal / causal with cuDNN's in the same run; full entries in gpu/HISTORY.md):
+//   v1  TMA + wgmma, one producer and two consumer warpgroups (setmaxnreg 24 / 240), two K/V stages,
+//       persistent round-robin tiles, no overlap of softmax and GEMMs: 589 / 384 (cuDNN 600 / 588).
+//   v2  intra-warpgroup overlap (S_{j+1} beside P_j V_j), ping-pong turns, causal tiles longest first
+//       over all heads: 617 / 516 vs v1's 562 / 398 in one process; at s = 1k-4k causal 0.78-0.94x of v1.
+//   v3  causal tiles longest first within L2-sized sections of heads: 604 / 500 (cuDNN 587 / 574); short
+//       causal back above v1, d = 256 s = 16k causal 405 (static deal of unequal tiles: 0.55 balanced).
+//   v4  causal tiles handed out by an atomic counter (dynamic): causal +10-35%; DRAM bytes of causal
+//       16k d = 128 2.03 -> 0.37 GB (ncu); non-causal d = 256 -8% (spills).
+//   v5  non-causal tiles dealt statically again; setmaxnreg 32 / 240 hung: the counts must add up to
+//       the launch's 168 a thread (static_assert below). Not kept.
+//   v6  v4 + v5's static non-causal deal, setmaxnreg 24 / 240: 604 / 504 (cuDNN 618 / 545).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "../cuda_check.hpp"
 #include "../kernels.hpp"
-#include "../mma.cuh"
-#include "../sequence.cuh"
 #include "../shapes.hpp"
-#include "../softmax.cuh"
-#include "ptx.cuh"
-#include "scheduler.cuh"
+#include "consumer.cuh"
+#include "producer.cuh"
 #include "tensor_maps.hpp"
-#include "wgmma_ops.cuh"
 
 namespace flashlab::gpu {
 namespace {
 
 using namespace fa3;
 
-// A kernel's tile shape: D the (padded) head dim, kBc keys a K/V block, kStages K/V buffers.
-template <int D_, int kBc_, int kStages_>
-struct Shape {
-  static constexpr int D = D_, kBc = kBc_, kStages = kStages_;
-  static constexpr int kConsumers = 2;               // consumer warpgroups, 64 query rows each
-  static constexpr int kBr = 64 * kConsumers;
-  static constexpr int kThreads = 128 * (kConsumers + 1);
-  static constexpr int kChunks = D / 64;             // 64-column (128-byte) blocks of a row
-  static constexpr int kConsumerWarps = 4 * kConsumers;
-};
-
-// Shared memory: every tile as 64-column blocks of 128-byte rows, as the copy engine's 128-byte swizzle
-// lays them (each block 1024-byte aligned: the swizzle is a function of the address).
-template <class S, typename T>
-struct Smem {
-  T q[S::kChunks][S::kBr][64];
-  T k[S::kStages][S::kChunks][S::kBc][64];
-  T v[S::kStages][S::kChunks][S::kBc][64];
-  uint64_t q_full, q_empty;
-  uint64_t k_full[S::kStages], k_empty[S::kStages], v_full[S::kStages], v_empty[S::kStages];
-};
-
-// Where a tile's rows start in the (rows, heads, d) views the tensor maps take: batch and sequence
-// folded into rows (fixed length), or the packed rows (varlen).
-__device__ inline int q_rows_base(const AttentionParams& p, const Sequence& seq, int b) {
-  return p.cu_seqlens_q ? seq.q_start : b * p.seqlen_q;
-}
-__device__ inline int k_rows_base(const AttentionParams& p, const Sequence& seq, int b) {
-  return p.cu_seqlens_k ? seq.k_start : b * p.seqlen_k;
-}
-
-// ---- producer: one thread of warpgroup 0 feeds every tile's Q and its K/V blocks through the stages.
-template <class S, typename T>
-__device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileScheduler& sched,
-                        const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v) {
-  constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages;
-  constexpr uint32_t kQBytes = kBr * D * sizeof(T), kKVBytes = kBc * D * sizeof(T);
-  const int group = p.heads_q / p.heads_kv;
-  int it = 0, tile_it = 0;  // K/V blocks and tiles issued so far: the stage and the mbarrier parities
-  for (int t = blockIdx.x; t < sched.count(); t += gridDim.x) {
-    const Tile tile = sched.at(t);
-    const Sequence seq = sequence_of(p, tile.batch);
-    const int row0 = tile.m_block * kBr;
-    if (row0 >= seq.sq) continue;
-    const auto blocks = key_blocks<kBr, kBc>(row0, seq.sq, seq.sk, p.window_left, p.window_right);
-    const int kv_head = tile.head / group, k_rows = k_rows_base(p, seq, tile.batch);
-
-    mbar_wait(&sm.q_empty, (tile_it & 1) ^ 1);  // the previous tile's last S = Q K^T is done
-    mbar_arrive_expect_tx(&sm.q_full, kQBytes);
-#pragma unroll
-    for (int c = 0; c < S::kChunks; ++c)
-      tma_load_3d(&sm.q[c][0][0], map_q, &sm.q_full, c * 64, q_rows_base(p, seq, tile.batch) + row0, tile.head);
-    for (int j = blocks.begin; j < blocks.end; ++j, ++it) {
-      const int s = it % kStages, parity = (it / kStages) & 1;
-      mbar_wait(&sm.k_empty[s], parity ^ 1);
-      mbar_arrive_expect_tx(&sm.k_full[s], kKVBytes);
-#pragma unroll
-      for (int c = 0; c < S::kChunks; ++c)
-        tma_load_3d(&sm.k[s][c][0][0], map_k, &sm.k_full[s], c * 64, k_rows + j * kBc, kv_head);
-      mbar_wait(&sm.v_empty[s], parity ^ 1);
-      mbar_arrive_expect_tx(&sm.v_full[s], kKVBytes);
-#pragma unroll
-      for (int c = 0; c < S::kChunks; ++c)
-        tma_load_3d(&sm.v[s][c][0][0], map_v, &sm.v_full[s], c * 64, k_rows + j * kBc, kv_head);
-    }
-    ++tile_it;
-  }
-}
-
-// ---- consumer: warpgroup `wg` (0 or 1 among the consumers) computes rows [64 wg, 64 wg + 64) of each tile.
-template <class S, typename T, bool kSoftcap>
-__device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileScheduler& sched, int wg) {
-  constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages;
-  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-  const int qrow = lane / 4, qcol = (lane % 4) * 2;
-  const float c = kSoftcap ? mma::kLog2e : p.scale * mma::kLog2e;  // scores -> log2 units
-  int it = 0, tile_it = 0;
-  for (int t = blockIdx.x; t < sched.count(); t += gridDim.x) {
-    const Tile tile = sched.at(t);
-    const Sequence seq = sequence_of(p, tile.batch);
-    const int sq = seq.sq, sk = seq.sk, row0 = tile.m_block * kBr;
-    if (row0 >= sq) continue;
-    const auto blocks = key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
-
-    float acc_o[D / 8][4];
-    mma::zero(acc_o);
-    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
-    int lo[2], hi[2];  // the key columns each of this thread's two rows sees
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = row0 + wg * 64 + warp * 16 + qrow + 8 * r;
-      lo[r] = col_begin(row, sq, sk, p.window_left);
-      hi[r] = col_end(row, sq, sk, p.window_right);
-    }
-
-    mbar_wait(&sm.q_full, tile_it & 1);
-    for (int j = blocks.begin; j < blocks.end; ++j, ++it) {
-      const int s = it % kStages, parity = (it / kStages) & 1;
-
-      // S = Q_i K_j^T: D / 16 wgmmas of 16 columns of the head dim, a 128-byte row block every four.
-      float acc_s[kBc / 8][4];
-      mbar_wait(&sm.k_full[s], parity);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const uint32_t off = (kk % 4) * 32;  // bytes into the 128-byte swizzled row
-        const uint64_t a = sw128_desc(smem_u32(&sm.q[kk / 4][wg * 64][0]) + off, 16, 1024);
-        const uint64_t b = sw128_desc(smem_u32(&sm.k[s][kk / 4][0][0]) + off, 16, 1024);
-        mma_ss<kBc, T>(acc_s, a, b, kk > 0);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_regs(acc_s);
-      if (lane == 0) mbar_arrive(&sm.k_empty[s]);  // this warp is done with K_j
-
-      if constexpr (kSoftcap) softmax::softcap(acc_s, p.softcap, p.scale / p.softcap);
-      if (blocks.needs_mask(j)) softmax::mask(acc_s, j * kBc, qcol, lo, hi);
-      float alpha[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float m = softmax::row_max(acc_s, r, row_max[r]);
-        const float m_c = softmax::scaled_max(m, c);
-        alpha[r] = mma::exp2_fast(row_max[r] * c - m_c);
-        row_max[r] = m;
-        row_sum[r] = row_sum[r] * alpha[r] + softmax::exp2_row(acc_s, r, c, m_c);
-      }
-      softmax::rescale(acc_o, alpha);
-      uint32_t pa[kBc / 16][4];  // P~ as the A operand: two adjacent 8-key accumulator blocks a 16-key step
-#pragma unroll
-      for (int kk = 0; kk < kBc / 16; ++kk) mma::c_to_a<T>(pa[kk], acc_s[2 * kk], acc_s[2 * kk + 1]);
-
-      // O += P~ V_j: Bc / 16 wgmmas of 16 keys; V is read N-major (its rows are the head dim).
-      mbar_wait(&sm.v_full[s], parity);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kBc / 16; ++kk) {
-        const uint64_t b = sw128_desc(smem_u32(&sm.v[s][0][kk * 16][0]), kBc * 128, 1024);
-        mma_rs_bt<D, T>(acc_o, pa[kk], b, 1);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_regs(acc_o);
-      if (lane == 0) mbar_arrive(&sm.v_empty[s]);
-    }
-    if (lane == 0) mbar_arrive(&sm.q_empty);  // this warp's last S = Q K^T is done
-    ++tile_it;
-
-    // Epilogue: O_i = diag(l_i)^-1 O_i, LSE_i = m_i ln 2 + ln l_i, rows past sq and padded columns left out.
-    T* o = static_cast<T*>(p.o) + seq.o_base + int64_t(tile.head) * p.o_head_stride;
-    float* lse = p.lse + seq.row_array(tile.head, tile.batch, p);
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float l = softmax::quad_sum(row_sum[r]);
-      const float inv = l > 0.f ? 1.f / l : 0.f;
-      const int row = row0 + wg * 64 + warp * 16 + qrow + 8 * r;
-      if (row >= sq) continue;
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        if (n * 8 >= p.head_dim) break;
-        *reinterpret_cast<uint32_t*>(o + int64_t(row) * p.o_row_stride + n * 8 + qcol) =
-            mma::pack2<T>(acc_o[n][2 * r] * inv, acc_o[n][2 * r + 1] * inv);
-      }
-      if (lane % 4 == 0) lse[row] = softmax::lse(row_max[r], c, l);
-    }
-  }
-}
-
 // ---- the kernel: set up the mbarriers, split the warpgroups into their roles.
-constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // 128 x 24 + 256 x 240 <= 64K registers an SM
+// Registers a thread after the split. The CTA starts with 65536 / 384 rounded down to 8 = 168 a thread
+// (__launch_bounds__(384, 1)), and setmaxnreg only moves registers within it: the consumers' increase
+// waits until the producer's decrease has freed them, so the two must add up to the same 64512
+// (producer 32 / consumers 240 asks for 1024 more, and the kernel hangs on an H100).
+constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+static_assert(128 * kProducerRegs + 256 * kConsumerRegs == 384 * 168, "setmaxnreg must move registers, not add them");
 
 template <class S, typename T, bool kSoftcap>
 __global__ void __launch_bounds__(S::kThreads, 1)
@@ -236,6 +88,10 @@ __global__ void __launch_bounds__(S::kThreads, 1)
       mbar_init(&sm.v_full[s], 1);
       mbar_init(&sm.k_empty[s], S::kConsumerWarps);
       mbar_init(&sm.v_empty[s], S::kConsumerWarps);
+    }
+    for (int slot = 0; slot < 2; ++slot) {
+      mbar_init(&sm.tile_full[slot], 1);
+      mbar_init(&sm.tile_empty[slot], S::kConsumerWarps);
     }
     mbar_init_fence();
   }
@@ -273,6 +129,32 @@ int sm_count() {
   return n;
 }
 
+// The scheduler's two counters, one pair a stream (launches on one stream run in order; the kernel leaves
+// them at zero), allocated and zeroed at a stream's first launch on this device.
+int* tile_counter(cudaStream_t stream) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, cudaStream_t>, int*> counters;
+  int dev = 0;
+  FLASHLAB_CUDA(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(mutex);
+  int*& c = counters[{dev, stream}];
+  if (!c) {
+    FLASHLAB_CUDA(cudaMalloc(&c, 2 * sizeof(int)));
+    FLASHLAB_CUDA(cudaMemset(c, 0, 2 * sizeof(int)));
+  }
+  return c;
+}
+
+int l2_bytes() {
+  static const int n = [] {
+    int dev = 0, bytes = 0;
+    FLASHLAB_CUDA(cudaGetDevice(&dev));
+    FLASHLAB_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, dev));
+    return bytes;
+  }();
+  return n;
+}
+
 template <int D, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
   using S = typename DefaultOf<D>::type;
@@ -284,7 +166,11 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   const CUtensorMap map_k = rows_heads_map(p.k, k_rows, p.heads_kv, p.head_dim, p.k_row_stride, p.k_head_stride, S::kBc);
   const CUtensorMap map_v = rows_heads_map(p.v, k_rows, p.heads_kv, p.head_dim, p.v_row_stride, p.v_head_stride, S::kBc);
   const bool causal = p.window_right == 0 && p.window_left < 0;
-  const TileScheduler sched{(p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch, causal};
+  // A section's K and V (2 bytes an element, a kv head shared by `group` query heads) in half the L2.
+  const double kv_bytes = 4.0 * p.seqlen_k * D / (p.heads_q / p.heads_kv);
+  const int section = std::max(1, int(l2_bytes() / 2 / kv_bytes));
+  const TileScheduler sched{(p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch, causal, section,
+                            tile_counter(stream)};
   auto kernel = p.softcap > 0.f ? fa3_forward_kernel<S, T, true> : fa3_forward_kernel<S, T, false>;
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int grid = std::min(sched.count(), sm_count());

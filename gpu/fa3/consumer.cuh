@@ -1,0 +1,215 @@
+// fa3's consumers: two warpgroups of 64 query rows each compute S = Q K^T and O += P V with wgmma and
+// the online softmax in registers, then the epilogue.
+//
+// Two overlaps keep the tensor cores busy while the softmax runs (FA3 paper, Section 3):
+//   intra-warpgroup  in iteration j a warpgroup issues S_j = Q K_j^T, then O += P_{j-1} V_{j-1} for the
+//                    previous block, and computes S_j's softmax while that second GEMM runs. The
+//                    softmax of block j - 1 was done in iteration j - 1, so each GEMM waits only for data.
+//   ping-pong        the two warpgroups take turns issuing their GEMMs (named barriers 1 and 2): while one
+//                    warpgroup's GEMMs run, the other computes its softmax.
+#pragma once
+#include <cmath>
+
+#include "../mask.cuh"
+#include "../mma.cuh"
+#include "../softmax.cuh"
+#include "smem.cuh"
+#include "wgmma_ops.cuh"
+
+namespace flashlab::gpu::fa3 {
+
+// The turns of the ping-pong: warpgroup w waits on barrier 1 + w before issuing its GEMMs and, once they
+// are issued, lets the other warpgroup go on barrier 2 - w. Each barrier counts both warpgroups (256).
+// (Measured against free-running warpgroups in one process: +7-12% at s = 16k, -5% to +4% at s = 1k;
+// bench/results/ab-h100-2026-11-23-fa3-pingpong.csv.)
+struct PingPong {
+  int wg;
+  static constexpr int kThreads = 256;
+  __device__ void start() const {  // warpgroup 1 gives warpgroup 0 the first turn
+    if (wg == 1) named_arrive(1, kThreads);
+  }
+  __device__ void wait_turn() const { named_sync(1 + wg, kThreads); }
+  __device__ void pass_turn() const { named_arrive(2 - wg, kThreads); }
+  __device__ void finish() const {  // warpgroup 0 takes warpgroup 1's last pass, so none is left pending
+    if (wg == 0) named_sync(1, kThreads);
+  }
+};
+
+// One warpgroup's view of a tile: its rows' running statistics and masks.
+template <class S, typename T, bool kSoftcap>
+struct Rows {
+  static constexpr int kBc = S::kBc;
+  float max[2] = {-INFINITY, -INFINITY}, sum[2] = {0.f, 0.f};
+  int lo[2], hi[2];  // the key columns each of this thread's two rows sees
+  int qcol;
+
+  // S_j's softmax in place (P~ = exp2(s c - m c)), the running max and sum updated; returns alpha, the
+  // factor O must be scaled by before P~ V_j is added.
+  __device__ void softmax(float (&s)[kBc / 8][4], int j, bool needs_mask, const AttentionParams& p, float c,
+                          float (&alpha)[2]) {
+    if constexpr (kSoftcap) softmax::softcap(s, p.softcap, p.scale / p.softcap);
+    if (needs_mask) softmax::mask(s, j * kBc, qcol, lo, hi);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m = softmax::row_max(s, r, max[r]);
+      const float m_c = softmax::scaled_max(m, c);
+      alpha[r] = mma::exp2_fast(max[r] * c - m_c);
+      max[r] = m;
+      sum[r] = sum[r] * alpha[r] + softmax::exp2_row(s, r, c, m_c);
+    }
+  }
+};
+
+// S = Q K^T for this warpgroup's 64 rows against K in stage s: D / 16 wgmmas of 16 head-dim columns,
+// a new 128-byte row block every four.
+template <class S, typename T>
+__device__ __forceinline__ void issue_qk(float (&acc_s)[S::kBc / 8][4], Smem<S, T>& sm, int wg, int s) {
+#pragma unroll
+  for (int kk = 0; kk < S::D / 16; ++kk) {
+    const uint32_t off = (kk % 4) * 32;  // bytes into the 128-byte swizzled row
+    const uint64_t a = sw128_desc(smem_u32(&sm.q[kk / 4][wg * 64][0]) + off, 16, 1024);
+    const uint64_t b = sw128_desc(smem_u32(&sm.k[s][kk / 4][0][0]) + off, 16, 1024);
+    mma_ss<S::kBc, T>(acc_s, a, b, kk > 0);
+  }
+  wgmma_commit();
+}
+
+// O += P~ V for V in stage s: Bc / 16 wgmmas of 16 keys, P~ from registers, V read N-major (its rows
+// run along the head dim, 64-column blocks kBc x 128 bytes apart).
+template <class S, typename T>
+__device__ __forceinline__ void issue_pv(float (&acc_o)[S::D / 8][4], const uint32_t (&pa)[S::kBc / 16][4],
+                                         Smem<S, T>& sm, int s) {
+#pragma unroll
+  for (int kk = 0; kk < S::kBc / 16; ++kk) {
+    const uint64_t b = sw128_desc(smem_u32(&sm.v[s][0][kk * 16][0]), S::kBc * 128, 1024);
+    mma_rs_bt<S::D, T>(acc_o, pa[kk], b, 1);
+  }
+  wgmma_commit();
+}
+
+// Consumer warpgroup `wg` (0 or 1) computes rows [64 wg, 64 wg + 64) of each of its CTA's tiles.
+template <class S, typename T, bool kSoftcap>
+__device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileScheduler& sched, int wg) {
+  constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages;
+  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int qrow = lane / 4;
+  const float c = kSoftcap ? mma::kLog2e : p.scale * mma::kLog2e;  // scores -> log2 units
+  const PingPong turns{wg};
+  turns.start();
+  int it = 0, tile_it = 0;  // K/V blocks and tiles consumed so far: stages and mbarrier parities
+  for (int k = 0;; ++k) {
+    const int slot = k & 1;
+    mbar_wait(&sm.tile_full[slot], (k >> 1) & 1);
+    const int t = *reinterpret_cast<volatile int*>(&sm.tile[slot]);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sm.tile_empty[slot]);
+    if (t >= sched.count()) break;
+    const Tile tile = sched.at(t);
+    int sq, sk;  // this tile's sequence lengths (the rest of its Sequence is read again in the epilogue,
+    {            // so that its offsets do not hold registers through the main loop)
+      const Sequence seq = sequence_of(p, tile.batch);
+      sq = seq.sq;
+      sk = seq.sk;
+    }
+    const int row0 = tile.m_block * kBr;
+    if (row0 >= sq) continue;
+    const auto blocks = key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
+
+    Rows<S, T, kSoftcap> rows;
+    rows.qcol = (lane % 4) * 2;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0 + wg * 64 + warp * 16 + qrow + 8 * r;
+      rows.lo[r] = col_begin(row, sq, sk, p.window_left);
+      rows.hi[r] = col_end(row, sq, sk, p.window_right);
+    }
+    float acc_o[D / 8][4];
+    mma::zero(acc_o);
+    float acc_s[kBc / 8][4];
+    uint32_t pa[kBc / 16][4];  // P~ of the previous block as the A operand (two 8-key blocks a 16-key step)
+    float alpha[2];
+
+    mbar_wait(&sm.q_full, tile_it & 1);
+    ++tile_it;
+    const int n = blocks.end - blocks.begin;
+    if (n > 0) {
+      // Block 0: S_0 alone; its softmax has no GEMM to hide under.
+      {
+        const int s = it % kStages;
+        mbar_wait(&sm.k_full[s], (it / kStages) & 1);
+        turns.wait_turn();
+        wgmma_fence();
+        issue_qk(acc_s, sm, wg, s);
+        turns.pass_turn();
+        wgmma_wait<0>();
+        fence_regs(acc_s);
+        if (lane == 0) mbar_arrive(&sm.k_empty[s]);
+        if (n == 1 && lane == 0) mbar_arrive(&sm.q_empty);  // this warp's last S = Q K^T is done
+        rows.softmax(acc_s, blocks.begin, blocks.needs_mask(blocks.begin), p, c, alpha);
+#pragma unroll
+        for (int kk = 0; kk < kBc / 16; ++kk) mma::c_to_a<T>(pa[kk], acc_s[2 * kk], acc_s[2 * kk + 1]);
+        ++it;
+      }
+      // Blocks 1 .. n-1: S_j and P_{j-1} V_{j-1} in flight together; S_j's softmax under the second.
+      for (int j = blocks.begin + 1; j < blocks.end; ++j, ++it) {
+        const int s = it % kStages, sp = (it - 1) % kStages;
+        mbar_wait(&sm.k_full[s], (it / kStages) & 1);
+        turns.wait_turn();
+        wgmma_fence();
+        issue_qk(acc_s, sm, wg, s);
+        softmax::rescale(acc_o, alpha);  // alpha of block j - 1, while S_j runs
+        mbar_wait(&sm.v_full[sp], ((it - 1) / kStages) & 1);
+        wgmma_fence();
+        issue_pv(acc_o, pa, sm, sp);
+        turns.pass_turn();
+        wgmma_wait<1>();  // S_j is done (P V may still run)
+        fence_regs(acc_s);
+        if (lane == 0) mbar_arrive(&sm.k_empty[s]);
+        if (j + 1 == blocks.end && lane == 0) mbar_arrive(&sm.q_empty);
+        rows.softmax(acc_s, j, blocks.needs_mask(j), p, c, alpha);
+        wgmma_wait<0>();  // P_{j-1} V_{j-1} is done: its registers and V's stage are free
+        fence_regs(acc_o);
+        if (lane == 0) mbar_arrive(&sm.v_empty[sp]);
+#pragma unroll
+        for (int kk = 0; kk < kBc / 16; ++kk) mma::c_to_a<T>(pa[kk], acc_s[2 * kk], acc_s[2 * kk + 1]);
+      }
+      // The last block's P V.
+      {
+        const int sp = (it - 1) % kStages;
+        softmax::rescale(acc_o, alpha);
+        mbar_wait(&sm.v_full[sp], ((it - 1) / kStages) & 1);
+        turns.wait_turn();
+        wgmma_fence();
+        issue_pv(acc_o, pa, sm, sp);
+        turns.pass_turn();
+        wgmma_wait<0>();
+        fence_regs(acc_o);
+        if (lane == 0) mbar_arrive(&sm.v_empty[sp]);
+      }
+    } else if (lane == 0) {
+      mbar_arrive(&sm.q_empty);  // no key to see: Q was not needed
+    }
+
+    // Epilogue: O_i = diag(l_i)^-1 O_i, LSE_i = m_i ln 2 + ln l_i; rows past sq and padded columns left out.
+    const Sequence seq = sequence_of(p, tile.batch);
+    T* o = static_cast<T*>(p.o) + seq.o_base + int64_t(tile.head) * p.o_head_stride;
+    float* lse = p.lse + seq.row_array(tile.head, tile.batch, p);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float l = softmax::quad_sum(rows.sum[r]);
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const int row = row0 + wg * 64 + warp * 16 + qrow + 8 * r;
+      if (row >= sq) continue;
+#pragma unroll
+      for (int nn = 0; nn < D / 8; ++nn) {
+        if (nn * 8 >= p.head_dim) break;
+        *reinterpret_cast<uint32_t*>(o + int64_t(row) * p.o_row_stride + nn * 8 + rows.qcol) =
+            mma::pack2<T>(acc_o[nn][2 * r] * inv, acc_o[nn][2 * r + 1] * inv);
+      }
+      if (lane % 4 == 0) lse[row] = softmax::lse(rows.max[r], c, l);
+    }
+  }
+  turns.finish();
+}
+
+}  // namespace flashlab::gpu::fa3

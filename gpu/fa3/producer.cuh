@@ -1,0 +1,53 @@
+// fa3's producer: one thread of warpgroup 0 issues every bulk tensor copy (TMA) of the kernel.
+#pragma once
+#include "smem.cuh"
+
+namespace flashlab::gpu::fa3 {
+
+// One thread of warpgroup 0 feeds every tile's Q and its K/V blocks through the stages.
+template <class S, typename T>
+__device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileScheduler& sched,
+                        const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v) {
+  constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages;
+  constexpr uint32_t kQBytes = kBr * D * sizeof(T), kKVBytes = kBc * D * sizeof(T);
+  const int group = p.heads_q / p.heads_kv;
+  int it = 0, tile_it = 0;  // K/V blocks and tiles issued so far: the stage and the mbarrier parities
+  int t = blockIdx.x;
+  for (int k = 0;; ++k) {
+    const int slot = k & 1;
+    mbar_wait(&sm.tile_empty[slot], ((k >> 1) & 1) ^ 1);  // every consumer warp has read this slot
+    sm.tile[slot] = t;
+    mbar_arrive(&sm.tile_full[slot]);
+    if (t >= sched.count()) break;
+    const Tile tile = sched.at(t);
+    t = sched.next(t);  // asked for now, so that the answer is back when it is needed
+    const Sequence seq = sequence_of(p, tile.batch);
+    const int row0 = tile.m_block * kBr;
+    if (row0 >= seq.sq) continue;  // varlen: a Q block past this sequence's end
+    const auto blocks = key_blocks<kBr, kBc>(row0, seq.sq, seq.sk, p.window_left, p.window_right);
+    const int kv_head = tile.head / group, k_rows = k_rows_base(p, seq, tile.batch);
+
+    mbar_wait(&sm.q_empty, (tile_it & 1) ^ 1);  // the previous tile's last S = Q K^T is done
+    mbar_arrive_expect_tx(&sm.q_full, kQBytes);
+#pragma unroll
+    for (int c = 0; c < S::kChunks; ++c)
+      tma_load_3d(&sm.q[c][0][0], map_q, &sm.q_full, c * 64, q_rows_base(p, seq, tile.batch) + row0, tile.head);
+    for (int j = blocks.begin; j < blocks.end; ++j, ++it) {
+      const int s = it % kStages, parity = (it / kStages) & 1;
+      mbar_wait(&sm.k_empty[s], parity ^ 1);
+      mbar_arrive_expect_tx(&sm.k_full[s], kKVBytes);
+#pragma unroll
+      for (int c = 0; c < S::kChunks; ++c)
+        tma_load_3d(&sm.k[s][c][0][0], map_k, &sm.k_full[s], c * 64, k_rows + j * kBc, kv_head);
+      mbar_wait(&sm.v_empty[s], parity ^ 1);
+      mbar_arrive_expect_tx(&sm.v_full[s], kKVBytes);
+#pragma unroll
+      for (int c = 0; c < S::kChunks; ++c)
+        tma_load_3d(&sm.v[s][c][0][0], map_v, &sm.v_full[s], c * 64, k_rows + j * kBc, kv_head);
+    }
+    ++tile_it;
+  }
+  sched.finish();
+}
+
+}  // namespace flashlab::gpu::fa3

@@ -1,0 +1,46 @@
+// fa3's tile shape and shared-memory layout, and where a tile's rows start in the tensor maps' views:
+// what the producer and the consumers agree on.
+#pragma once
+#include <cstdint>
+
+#include "../params.hpp"
+#include "../sequence.cuh"
+#include "ptx.cuh"
+#include "scheduler.cuh"
+
+namespace flashlab::gpu::fa3 {
+
+// A kernel's tile shape: D the (padded) head dim, kBc keys a K/V block, kStages K/V buffers.
+template <int D_, int kBc_, int kStages_>
+struct Shape {
+  static constexpr int D = D_, kBc = kBc_, kStages = kStages_;
+  static constexpr int kConsumers = 2;               // consumer warpgroups, 64 query rows each
+  static constexpr int kBr = 64 * kConsumers;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kChunks = D / 64;             // 64-column (128-byte) blocks of a row
+  static constexpr int kConsumerWarps = 4 * kConsumers;
+};
+
+// Shared memory: every tile as 64-column blocks of 128-byte rows, as the copy engine's 128-byte swizzle
+// lays them (each block 1024-byte aligned: the swizzle is a function of the address).
+template <class S, typename T>
+struct Smem {
+  T q[S::kChunks][S::kBr][64];
+  T k[S::kStages][S::kChunks][S::kBc][64];
+  T v[S::kStages][S::kChunks][S::kBc][64];
+  uint64_t q_full, q_empty;
+  uint64_t k_full[S::kStages], k_empty[S::kStages], v_full[S::kStages], v_empty[S::kStages];
+  int tile[2];                           // the tile indices the producer hands the consumers
+  uint64_t tile_full[2], tile_empty[2];  // a slot written / read by every consumer warp
+};
+
+// Where a tile's rows start in the (rows, heads, d) views the tensor maps take: batch and sequence
+// folded into rows (fixed length), or the packed rows (varlen).
+__device__ inline int q_rows_base(const AttentionParams& p, const Sequence& seq, int b) {
+  return p.cu_seqlens_q ? seq.q_start : b * p.seqlen_q;
+}
+__device__ inline int k_rows_base(const AttentionParams& p, const Sequence& seq, int b) {
+  return p.cu_seqlens_k ? seq.k_start : b * p.seqlen_k;
+}
+
+}  // namespace flashlab::gpu::fa3
