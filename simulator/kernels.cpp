@@ -39,6 +39,12 @@ constexpr double kFa1RescaleOps = 4.0;
 // (flash-attn 1.0.x fmha_fprop_kernel_1xN.h: kRows = 16 per step, Smem_tile_o's reduction). A CTA alone
 // on its SM waits out each exchange (gpu_spec barrier_round_trip_s).
 constexpr double kFa1StepRows = 16, kFa1Exchanges = 3;
+// FA2's backward hands data between its warps through shared memory three times per (Q block, K/V block)
+// tile, each behind a __syncthreads (flash-attn 2 flash_bwd_kernel.h, compute_dq_dk_dv_1colblock's m_block
+// loop): the Q_i, dO_i tiles its cp.async loads wrote, P and dS written for the transposed GEMMs (dV, dK,
+// dQ), and sdO's reuse before the next dO_i load. flashlab's gpu/fa2_bwd.cu has two (the step's tiles;
+// P^T and dS^T): it double-buffers dO_i as well.
+constexpr double kFa2BackwardExchanges = 3, kFlashlabBackwardExchanges = 2;
 // FA3's forward and cuDNN's double-buffer K and V through TMA.
 constexpr double kFa3Stages = 2;
 // The FA3 warpgroups: a producer and two consumers.
@@ -102,6 +108,7 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
       if (!backward && block_m > 0) s.tiling.Br = block_m;
       if (!backward && block_n > 0) s.tiling.Bc = block_n;
       // (flashlab's shapes.hpp gives the same warps: 4 for its forward tiles, 8 for its backward.)
+      if (backward) s.exchanges_per_tile = impl == Impl::flashlab ? kFlashlabBackwardExchanges : kFa2BackwardExchanges;
       s.threads = backward ? 256 : 32.0 * std::max<int64_t>(1, s.tiling.Br / (d <= 128 ? 32 : 16));
       break;
     case Algo::fa3: {
@@ -172,6 +179,11 @@ ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool bac
     c.smem += p_ds_writes;
     if (algo == Algo::fa1 && shape.ctas_per_sm == 1)  // FA1's exchanges between warps, every 16 rows
       p_ds_writes += kFa1Exchanges * g.barrier_round_trip_s / (kFa1StepRows * Bc);
+    // FA2's backward hands data between its warps through shared memory three times a tile, each behind a
+    // __syncthreads; a CTA alone on its SM (as it is at d <= 128: 8 warps and 255 registers a thread)
+    // waits each one out with no other CTA to run meanwhile.
+    if (algo == Algo::fa2 && shape.ctas_per_sm == 1)
+      p_ds_writes += shape.exchanges_per_tile * g.barrier_round_trip_s / (Br * Bc);
     c.fp32_ops = kBackwardOps;
     c.fp32 = c.fp32_ops / fp32_per_sm;
     const int streams = algo == Algo::fa3 ? 2 : 1;

@@ -41,6 +41,7 @@ struct KernelShape {
   double smem = 0;           // bytes of shared memory per CTA
   double ctas_per_sm = 1;    // what shared memory, threads and registers allow
   bool persistent = false;   // FA3: one CTA per slot, tiles from its scheduler
+  double exchanges_per_tile = 0;  // FA2 backward: shared-memory hand-offs between warps per tile, each behind a barrier
 };
 
 // Seconds per element of S on one SM, by unit, and the whole step.

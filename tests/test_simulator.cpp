@@ -255,8 +255,8 @@ TEST_CASE("FlashAttention-2 paper, A100 80GB: efficiencies of FA1 and FA2 over t
   CHECK(cells == 20);
   CHECK(fa2_fwd_ok >= 18);  // the target: 90%
   // Short of the 90% target (simulator/README.md, "The FA2 paper's A100 sweep"); these floors hold what
-  // the model reaches today (15, 12 and 14 of 20) so that it cannot slip back.
+  // the model reaches today (15, 13 and 16 of 20) so that it cannot slip back.
   CHECK(fa1_fwd_ok >= 15);
-  CHECK(ratio_ok >= 12);
-  CHECK(bwd_below_ok >= 14);
+  CHECK(ratio_ok >= 13);
+  CHECK(bwd_below_ok >= 16);
 }

@@ -16,6 +16,15 @@
 //                 next MMAs read the exps): how much of the softmax hides under the MMAs in FA2's shape
 //   ldmatrix      ldmatrix.x4 from shared memory, no bank conflicts: bytes/s (the SM's shared-memory
 //                 read port, which feeds mma.sync's operands)
+//   latencies     one warp on one SM, one dependent chain each, clock64(): clocks from issue to result of
+//                 mma.sync m16n8k16 (the accumulator feeds the next), ex2.approx (the result feeds the next)
+//                 and ldmatrix.x4 (the next address comes from the data loaded): what a warp alone on its
+//                 scheduler waits at every phase boundary of FA2's loop (GEMM -> softmax -> GEMM)
+//   mma_ldmatrix  FA2's forward GEMM S = Q K^T at d = 128 in miniature, at FA2's occupancy (2 CTAs of 4 warps
+//                 per SM): every k-step a warp ldmatrix-loads the next k-step's fragments (6 ldmatrix.x4: 2 of
+//                 Q, 4 of K) and issues the 16 mma.sync of this one from the fragments loaded a step before;
+//                 timed against the same mma.sync alone and the same ldmatrix alone: whether the shared-memory
+//                 reads hide under the MMAs (max) or add to them (sum) -- the o_2 rule of simulator/README.md
 //   l2_read       a 20 MiB buffer (fits L2) read 100 times, ld.global.cg (L1 bypassed): bytes/s -> l2_bandwidth
 //   hbm_read      a 4 GiB buffer read once: bytes/s                          -> hbm_achievable_fraction
 //   hbm_copy      2 GiB copied to 2 GiB: (read + write) bytes/s
@@ -187,6 +196,97 @@ __global__ void ldmatrix_kernel(int iters, float* sink) {
   if ((u[0] ^ u[1] ^ u[2] ^ u[3]) == 0x12345678u) sink[threadIdx.x] = 1;
 }
 
+// ---- latencies: one warp, one dependent chain, clock64() around it ------------------------------------
+constexpr int kLatencyHops = 4096;
+__global__ void mma_latency_kernel(float* sink, long long* clocks) {
+  uint32_t a[4], b[2];
+  for (int i = 0; i < 4; ++i) a[i] = 0x3c003c00u ^ (threadIdx.x * (i + 1));
+  for (int i = 0; i < 2; ++i) b[i] = 0x3c003c00u ^ (threadIdx.x * (i + 7));
+  float c[4] = {};
+  const long long t0 = clock64();
+  for (int it = 0; it < kLatencyHops; ++it) mma_bf16(c, a, b);  // each reads the accumulator the last wrote
+  const long long t1 = clock64();
+  if (c[0] + c[1] + c[2] + c[3] == 1.2345f) sink[threadIdx.x] = c[0];
+  if (threadIdx.x == 0) *clocks = t1 - t0;
+}
+__global__ void ex2_latency_kernel(float* sink, long long* clocks) {
+  float x = -0.001f * threadIdx.x;
+  const long long t0 = clock64();
+  for (int it = 0; it < kLatencyHops; ++it) x = ex2(-x);
+  const long long t1 = clock64();
+  if (x == 1.2345f) sink[threadIdx.x] = x;
+  if (threadIdx.x == 0) *clocks = t1 - t0;
+}
+__global__ void ldmatrix_latency_kernel(float* sink, long long* clocks) {
+  __shared__ __align__(128) uint32_t tile[1024];
+  for (int i = threadIdx.x; i < 1024; i += blockDim.x) tile[i] = 0;  // data 0: the next address is the same
+  __syncwarp();
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(&tile[0])) + (threadIdx.x % 32) * 16;
+  uint32_t off = 0, u = 0;
+  const long long t0 = clock64();
+  for (int it = 0; it < kLatencyHops; ++it) {
+    uint32_t r0, r1, r2, r3;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(base + off));
+    off = r0 & 0x100;  // 0 at run time; the compiler cannot know, so each load waits for the last
+    u ^= r1 ^ r2 ^ r3;
+  }
+  const long long t1 = clock64();
+  if (u == 0x12345678u) sink[threadIdx.x] = 1;
+  if (threadIdx.x == 0) *clocks = t1 - t0;
+}
+
+// ---- FA2's S = Q K^T at d = 128: ldmatrix of k-step k+1 beside the mma.sync of k-step k -------------------
+// Per warp and k-step: 2 ldmatrix.x4 of Q (32 rows x 16) and 4 of K (64 keys x 16), 2 x 8 mma.sync. mode 0:
+// both; 1: the MMAs alone (fragments loaded once); 2: the loads alone (each still feeds a register the
+// MMAs would read, XORed into a sink).
+constexpr int kGemmKSteps = 8, kGemmLdsm = 6, kGemmMma = 16;
+__global__ void mma_ldmatrix_kernel(int iters, int mode, float* sink) {
+  __shared__ __align__(128) uint16_t sQK[4][2 * kGemmLdsm * 256];  // per warp: two k-steps of fragments, 6 KiB
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int i = threadIdx.x; i < 4 * 2 * kGemmLdsm * 256; i += blockDim.x) (&sQK[0][0])[i] = uint16_t(0x3c00 ^ (i & 7));
+  __syncthreads();
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(&sQK[warp][0])) + lane * 16;
+  uint32_t frag[2][kGemmLdsm][4];
+  for (int l = 0; l < kGemmLdsm; ++l)
+    for (int r = 0; r < 4; ++r) frag[0][l][r] = frag[1][l][r] = 0x3c003c00u ^ (lane * (l + r + 1));
+  float c[kGemmMma][4] = {};
+  uint32_t x = 0;
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int k = 0; k < kGemmKSteps; ++k) {
+      const int cur = k & 1, nxt = cur ^ 1;
+      if (mode != 1) {
+#pragma unroll
+        for (int l = 0; l < kGemmLdsm; ++l) {
+          const uint32_t addr = base + uint32_t((nxt * kGemmLdsm + l) * 512);  // 32 rows of 16 B: no conflicts
+          asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                       : "=r"(frag[nxt][l][0]), "=r"(frag[nxt][l][1]), "=r"(frag[nxt][l][2]), "=r"(frag[nxt][l][3])
+                       : "r"(addr));
+        }
+      }
+      if (mode != 2) {
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+          for (int n = 0; n < 8; ++n) {
+            const uint32_t(&a)[4] = frag[cur][m];                                     // Q: 16 rows x 16
+            const uint32_t b[2] = {frag[cur][2 + n / 2][2 * (n % 2)], frag[cur][2 + n / 2][2 * (n % 2) + 1]};  // K
+            mma_bf16(c[m * 8 + n], a, b);
+          }
+      } else {
+#pragma unroll
+        for (int l = 0; l < kGemmLdsm; ++l) x ^= frag[cur][l][0] ^ frag[cur][l][3];
+      }
+    }
+  }
+  float s = float(x & 1);
+#pragma unroll
+  for (int i = 0; i < kGemmMma; ++i) s += c[i][0];
+  if (s == 1.2345f) sink[threadIdx.x] = s;
+}
+
 // ---- memory: read with L1 bypassed (ld.global.cg), copy -----------------------------------------------
 __global__ void read_kernel(const int4* __restrict__ p, size_t n, int reps, float* sink) {
   int acc = 0;
@@ -348,6 +448,33 @@ int main() {
   const double ldm_bytes = double(ldm_blocks) * ldm_threads / 32 * ldm_iters * kChains * 512.0 / t_ldm;
   std::fprintf(stderr, "  ldmatrix: %.1f TB/s\n", ldm_bytes / 1e12);
 
+  // Latencies: one warp on one SM, clocks per dependent step (the loop's own overhead included, a few clocks).
+  long long* d_clocks = nullptr;
+  CHECK(cudaMalloc(&d_clocks, sizeof(long long)));
+  auto latency = [&](auto kernel) {
+    long long best = -1;
+    for (int r = 0; r < 6; ++r) {  // the first is a warm-up
+      kernel<<<1, 32>>>(sink, d_clocks);
+      CHECK(cudaGetLastError());
+      long long clk = 0;
+      CHECK(cudaMemcpy(&clk, d_clocks, sizeof(clk), cudaMemcpyDeviceToHost));
+      if (r > 0 && (best < 0 || clk < best)) best = clk;
+    }
+    return double(best) / kLatencyHops;
+  };
+  const double lat_mma = latency(mma_latency_kernel), lat_ex2 = latency(ex2_latency_kernel),
+               lat_ldsm = latency(ldmatrix_latency_kernel);
+  CHECK(cudaFree(d_clocks));
+  std::fprintf(stderr, "  latency (clocks): mma.sync %.1f, ex2 %.1f, ldmatrix.x4 %.1f\n", lat_mma, lat_ex2, lat_ldsm);
+
+  // FA2's S = Q K^T in miniature at FA2's occupancy: both, MMAs alone, ldmatrix alone.
+  const int gemm_iters = 512;
+  double t_gemm[3];
+  for (int mode = 0; mode < 3; ++mode)
+    t_gemm[mode] = time_best([&] { mma_ldmatrix_kernel<<<fa2_blocks, fa2_threads>>>(gemm_iters, mode, sink); });
+  std::fprintf(stderr, "  mma + ldmatrix (FA2's S = Q K^T, d = 128): both %.1f us, mma alone %.1f, ldmatrix alone %.1f\n",
+               t_gemm[0] * 1e6, t_gemm[1] * 1e6, t_gemm[2] * 1e6);
+
   // L2: 20 MiB, well under the 50-60 MB L2, read 100 times; one warm-up pass puts it in L2.
   const size_t l2_bytes = size_t(20) << 20;
   const int l2_reps = 100;
@@ -489,6 +616,12 @@ int main() {
               t2_mma, mma2_flops, t2_ex2, ex22_rate, t2_mix, t2_dep);
   std::printf("  \"ldmatrix_bytes_per_s\": %.6e,\n  \"ldmatrix_bytes_per_sm_per_clk\": %.1f,\n", ldm_bytes,
               ldm_bytes * per_sm_clk);
+  std::printf("  \"latency_clocks\": {\"mma_sync_m16n8k16_bf16\": %.1f, \"ex2_approx_f32\": %.1f, \"ldmatrix_x4\": %.1f, "
+              "\"method\": \"one warp, %d dependent steps, clock64(), best of 5\"},\n",
+              lat_mma, lat_ex2, lat_ldsm, kLatencyHops);
+  std::printf("  \"fa2_qk_gemm_mma_ldmatrix\": {\"both_s\": %.6e, \"mma_alone_s\": %.6e, \"ldmatrix_alone_s\": %.6e, "
+              "\"method\": \"2 CTAs of 4 warps per SM, %d passes of 8 k-steps: 6 ldmatrix.x4 of step k+1 and 16 mma.sync of step k a warp\"},\n",
+              t_gemm[0], t_gemm[1], t_gemm[2], gemm_iters);
   std::printf("  \"l2_read_bytes_per_s\": %.6e,\n  \"l2_buffer_bytes\": %zu,\n", l2_bw, l2_bytes);
   std::printf("  \"hbm_read_bytes_per_s\": %.6e,\n  \"hbm_copy_bytes_per_s\": %.6e,\n  \"hbm_buffer_bytes\": %zu,\n",
               hbm_read, hbm_copy, big);
