@@ -135,6 +135,7 @@ void add_lesson(CLI::App& app) {
       print_list(opts->format == "json");
       return;
     }
+    if (opts->format == "json") throw Error("--format json is for the listing: flashlab lesson --list --format json");
     const lessons::Lesson& l = written_lesson(opts->number);
     if (!cmd->count("--answer")) {
       if (cmd->count("--exercise")) throw Error("--exercise needs --answer VALUE");
