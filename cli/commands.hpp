@@ -15,6 +15,7 @@ void add_tour(CLI::App& app);
 void add_estimate(CLI::App& app);
 void add_viz(CLI::App& app);  // runs flashlab-viz (visualizer/)
 void add_shapes(CLI::App& app);  // gpu/shapes.hpp's tile shapes
+void add_lesson(CLI::App& app);  // the learning path (lessons/) and its graded exercises
 
 // What `step` and `trace` start from: the problem, the order, the tiles and the seeded random inputs.
 struct WalkSetup {

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   flashlab::cli::add_estimate(app);
   flashlab::cli::add_viz(app);
   flashlab::cli::add_shapes(app);
+  flashlab::cli::add_lesson(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -93,6 +93,26 @@ assert [r['kernel'].split()[0] for r in rows if r['pass'] == 'bwd' and r['head_d
 then passed=$((passed + 1)); echo "ok     shapes as JSON: fa2 at d = 64 and 256, forward and backward"
 else failed=$((failed + 1)); echo "FAILED shapes as JSON: $shapes_json"; fi
 
+# The lessons (lessons/): the path, a lesson's exercises, grading against the library's answer.
+ok "lesson lists the path, written and not" "not written yet" -- lesson
+ok "lesson --list as JSON" '"written": true' -- lesson --list --format json
+ok "lesson 1 prints its exercises" "Exercise 2" -- lesson 1
+ok "a right answer is right" "^right: " -- lesson 2 --answer 256
+out=$("$flashlab" lesson 1 --exercise 2 --answer 100 2>&1); status=$?
+if [ $status -eq 1 ] && grep -q "^wrong: " <<<"$out" && grep -q "ridge = peak" <<<"$out"; then
+  passed=$((passed + 1)); echo "ok     a wrong answer is wrong, exits 1 and shows the working"
+else failed=$((failed + 1)); echo "FAILED a wrong answer (exit $status): $out"; fi
+if [ "${2:-}" != "sanitized" ] && command -v xvfb-run >/dev/null 2>&1 && [ -x "$(dirname "$flashlab")/flashlab-viz" ]; then
+  if xvfb-run -a -s "-screen 0 1600x1000x24" "$flashlab" viz --lesson 4 --steps 3 --screenshot "$work/lesson4.png" \
+       --dump "$work/lesson4.json" >/dev/null 2>&1 &&
+     grep -q '"problem": "batch 1, heads 1, seqlen 512, hdim 32' "$work/lesson4.json" &&
+     [ -s "$work/lesson4.png" ]
+  then passed=$((passed + 1)); echo "ok     viz --lesson 4 renders lesson 4's problem headless"
+  else failed=$((failed + 1)); echo "FAILED viz --lesson 4 --screenshot"; fi
+else
+  echo "skipped: viz --lesson 4 --screenshot (no xvfb-run, no flashlab-viz, or sanitized)"
+fi
+
 mkdir -p "$work/out"
 printf 'not a numpy file' > "$work/bad.npy"
 refused "heads not a multiple of kv-heads" "multiple of kv-heads" -- check --heads 6 --kv-heads 4
@@ -124,6 +144,16 @@ refused "shapes: an unknown algorithm" "unknown algorithm 'fa4' \(expected one o
 refused "shapes: a backward fa1-minimal does not have" "fa1-minimal has no backward kernel" -- shapes --algo fa1-minimal --pass bwd
 refused "shapes: fa2's backward on a GPU without the shared memory for it" "needs 164864 bytes of shared memory per block" -- \
   shapes --pass bwd --hdim 128 --gpu l4
+
+refused "a lesson not written yet" "lesson 9 .* is not written yet" -- lesson 9
+refused "a lesson outside the path" "there is no lesson 15: the path has lessons 1 to 14" -- lesson 15
+refused "an answer that is not a number" "--answer: 'abc' is not a number" -- lesson 2 --answer abc
+refused "an answer with a unit stuck to it" "--answer: '256rows' is not a number" -- lesson 2 --answer 256rows
+refused "a lesson with two exercises needs --exercise" "has 2 exercises: say which with --exercise 1..2" -- lesson 1 --answer 30
+refused "an exercise the lesson does not have" "--exercise 3: lesson 1 has exercises 1..2" -- lesson 1 --exercise 3 --answer 30
+refused "viz --lesson of a lesson not written yet" "lesson 9 .* is not written yet" -- viz --lesson 9
+refused "viz --lesson of a lesson without a visualizer problem" "lesson 1 has no visualizer problem" -- viz --lesson 1
+refused "viz --lesson without a number" "--lesson: 'x' is not a lesson number" -- viz --lesson x
 
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

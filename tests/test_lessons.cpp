@@ -1,0 +1,108 @@
+// lessons/exercises: the registry holds what `flashlab lesson` and lessons/check rely on, and each
+// exercise's answer (computed by the library) equals an independent computation: the paper's formula
+// worked out here, or the preset file read directly.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "flashlab/error.hpp"
+#include "lesson.hpp"
+
+using namespace flashlab;
+
+namespace {
+
+double answer(int lesson, int exercise) {
+  const lessons::Lesson* l = lessons::find(lesson);
+  REQUIRE(l != nullptr);
+  REQUIRE(exercise <= static_cast<int>(l->exercises.size()));
+  return l->exercises[exercise - 1].answer().value;
+}
+
+double preset_value(const std::string& gpu, const std::string& field, const std::string& sub = "") {
+  std::ifstream f(std::string(FLASHLAB_SOURCE_DIR) + "/presets/" + gpu + ".json");
+  const nlohmann::json j = nlohmann::json::parse(f);
+  const nlohmann::json& v = sub.empty() ? j.at(field) : j.at(field).at(sub);
+  return v.is_object() ? v.at("value").get<double>() : v.get<double>();
+}
+
+}  // namespace
+
+TEST_CASE("lessons: every written lesson is on the path, has its file, a title line and an exercise") {
+  CHECK(lessons::path().size() == 14);
+  for (size_t k = 0; k < lessons::path().size(); ++k) CHECK(lessons::path()[k].number == static_cast<int>(k + 1));
+  REQUIRE(!lessons::written().empty());
+  for (const lessons::Lesson& l : lessons::written()) {
+    CAPTURE(l.number);
+    const std::filesystem::path file = std::filesystem::path(FLASHLAB_SOURCE_DIR) / lessons::file_of(l);
+    REQUIRE(std::filesystem::exists(file));
+    std::ifstream in(file);
+    std::string first;
+    std::getline(in, first);
+    CHECK(first.find(lessons::step(l.number).title) != std::string::npos);
+    CHECK(!l.exercises.empty());
+    for (const lessons::Exercise& e : l.exercises) {
+      const lessons::Answer a = e.answer();
+      CHECK(std::isfinite(a.value));
+      CHECK(lessons::tolerance_of(a) > 0);
+      CHECK(a.working.size() > 40);
+    }
+  }
+}
+
+TEST_CASE("lessons: unwritten and out-of-range lessons") {
+  CHECK(lessons::find(14) == nullptr);  // remove when lesson 14 is written
+  CHECK_THROWS_AS(lessons::step(0), Error);
+  CHECK_THROWS_AS(lessons::step(15), Error);
+  CHECK(lessons::find(0) == nullptr);
+}
+
+TEST_CASE("lessons: an answer is right within its tolerance and wrong outside it") {
+  lessons::Answer a;
+  a.value = 200;
+  a.rel_tolerance = 0.02;
+  CHECK(lessons::is_right(a, 203.9));
+  CHECK(!lessons::is_right(a, 204.1));
+  CHECK(!lessons::is_right(a, NAN));
+  a.abs_tolerance = 10;  // the larger of the two rules applies
+  CHECK(lessons::is_right(a, 209));
+  CHECK(lessons::describe_tolerance(a).find("10") != std::string::npos);
+}
+
+TEST_CASE("lesson 01: standard attention's intensity and the A100's ridge point") {
+  const double N = 1024, d = 64, e = 2;
+  const double flops = 4 * N * N * d;
+  const double read = 2 * N * d * e + 2 * N * N * e + N * d * e;  // Q, K; S, P; V
+  const double written = 2 * N * N * e + N * d * e;               // S, P; O
+  CHECK(answer(1, 1) == doctest::Approx(flops / (read + written)).epsilon(1e-12));
+  CHECK(answer(1, 2) == doctest::Approx(preset_value("a100-40gb", "tensor_flops_per_s", "fp16") /
+                                        preset_value("a100-40gb", "hbm_bandwidth_bytes_per_s")));
+}
+
+TEST_CASE("lesson 02: Algorithm 1's Bc on an H100 at d = 128, bf16") {
+  const double M = preset_value("h100-sxm", "sram_per_sm_bytes") / 2;
+  CHECK(answer(2, 1) == std::ceil(M / (4 * 128)));
+}
+
+TEST_CASE("lesson 03: FA2's forward bytes at N = 8192, d = 128, Br = 128") {
+  const double N = 8192, d = 128, e = 2, Tr = N / 128;
+  const double bytes = N * d * e          // Q once
+                       + Tr * 2 * N * d * e  // K, V once per Q block
+                       + N * d * e           // O once
+                       + N * 4;              // LSE, fp32
+  CHECK(answer(3, 1) == doctest::Approx(bytes / (1024.0 * 1024.0)).epsilon(1e-12));
+}
+
+TEST_CASE("lesson 04: FA1 over FA2 bytes, and the backward's five GEMMs") {
+  const double N = 1024, d = 64, e = 2, T = N / 64, stat = N * 4;  // l, m, LSE: fp32
+  const double fa1 = (N * d * e + 2 * stat)                 // O, l, m initialized
+                     + 2 * N * d * e                        // K, V once
+                     + T * (3 * N * d * e + 4 * stat);      // per K/V block: Q; O read + written; l, m read + written
+  const double fa2 = N * d * e + T * 2 * N * d * e + N * d * e + stat;
+  CHECK(answer(4, 1) == doctest::Approx(fa1 / fa2).epsilon(1e-12));
+  const double n = 2048, dh = 128;
+  CHECK(answer(4, 2) == doctest::Approx(5 * 2 * n * n * dh / 1e9).epsilon(1e-9));
+}
