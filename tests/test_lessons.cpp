@@ -106,3 +106,11 @@ TEST_CASE("lesson 04: FA1 over FA2 bytes, and the backward's five GEMMs") {
   const double n = 2048, dh = 128;
   CHECK(answer(4, 2) == doctest::Approx(5 * 2 * n * n * dh / 1e9).epsilon(1e-9));
 }
+
+TEST_CASE("lesson 05: a ragged grid of tiles, and what doubling Br saves in FA2's order") {
+  const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  CHECK(answer(5, 1) == static_cast<double>(ceil_div(1000, 128) * ceil_div(1000, 64)));
+  const double N = 4096, d = 128, e = 2;
+  const auto fa2 = [&](double br) { return N * d * e + (N / br) * 2 * N * d * e + N * d * e + N * 4; };
+  CHECK(answer(5, 2) == doctest::Approx((fa2(64) - fa2(128)) / (1024.0 * 1024.0)).epsilon(1e-12));
+}
