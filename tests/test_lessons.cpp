@@ -3,11 +3,13 @@
 // worked out here, or the preset file read directly.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "check.hpp"
 #include "flashlab/error.hpp"
 #include "lesson.hpp"
 
@@ -113,4 +115,29 @@ TEST_CASE("lesson 05: a ragged grid of tiles, and what doubling Br saves in FA2'
   const double N = 4096, d = 128, e = 2;
   const auto fa2 = [&](double br) { return N * d * e + (N / br) * 2 * N * d * e + N * d * e + N * 4; };
   CHECK(answer(5, 2) == doctest::Approx((fa2(64) - fa2(128)) / (1024.0 * 1024.0)).epsilon(1e-12));
+}
+
+TEST_CASE("lesson 06: alpha and l of a row at its second tile, from S computed directly") {
+  // The same seeded inputs as the exercise (flashlab step --seed 7), row 1, S by a dot product here.
+  Problem p;
+  p.seqlen_q = p.seqlen_k = 8;
+  p.head_dim = 4;
+  p.seed = 7;
+  p.validate();
+  const harness::Inputs in = harness::random_inputs(p, p.seed);
+  const double scale = 1.0 / std::sqrt(4.0);
+  std::vector<double> s(8);
+  for (int c = 0; c < 8; ++c) {
+    double dot = 0;
+    for (int k = 0; k < 4; ++k) dot += double(in.q.data[1 * 4 + k]) * double(in.k.data[c * 4 + k]);
+    s[c] = scale * dot;
+  }
+  const double m0 = *std::max_element(s.begin(), s.begin() + 4);
+  double l0 = 0;
+  for (int c = 0; c < 4; ++c) l0 += std::exp(s[c] - m0);
+  const double m1 = std::max(m0, *std::max_element(s.begin() + 4, s.end()));
+  double l1 = std::exp(m0 - m1) * l0;
+  for (int c = 4; c < 8; ++c) l1 += std::exp(s[c] - m1);
+  CHECK(answer(6, 1) == doctest::Approx(std::exp(m0 - m1)).epsilon(1e-5));
+  CHECK(answer(6, 2) == doctest::Approx(l1).epsilon(1e-5));
 }

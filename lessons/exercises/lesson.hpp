@@ -59,5 +59,6 @@ Lesson lesson_02();
 Lesson lesson_03();
 Lesson lesson_04();
 Lesson lesson_05();
+Lesson lesson_06();
 
 }  // namespace flashlab::lessons

@@ -39,6 +39,7 @@ const std::vector<Lesson>& written() {
       lesson_03(),
       lesson_04(),
       lesson_05(),
+      lesson_06(),
   };
   return lessons;
 }
