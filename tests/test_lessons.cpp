@@ -141,3 +141,24 @@ TEST_CASE("lesson 06: alpha and l of a row at its second tile, from S computed d
   CHECK(answer(6, 1) == doctest::Approx(std::exp(m0 - m1)).epsilon(1e-5));
   CHECK(answer(6, 2) == doctest::Approx(l1).epsilon(1e-5));
 }
+
+TEST_CASE("lesson 07: a row's LSE and its alphas' product, from S computed directly and merged in one step") {
+  Problem p;
+  p.seqlen_q = p.seqlen_k = 16;
+  p.head_dim = 4;
+  p.seed = 3;
+  p.validate();
+  const harness::Inputs in = harness::random_inputs(p, p.seed);
+  std::vector<double> s(16);
+  for (int c = 0; c < 16; ++c) {
+    double dot = 0;
+    for (int k = 0; k < 4; ++k) dot += double(in.q.data[5 * 4 + k]) * double(in.k.data[c * 4 + k]);
+    s[c] = dot / std::sqrt(4.0);
+  }
+  const double M = *std::max_element(s.begin(), s.end());
+  double l = 0;
+  for (double x : s) l += std::exp(x - M);
+  CHECK(answer(7, 1) == doctest::Approx(M + std::log(l)).epsilon(1e-5));
+  const double m0 = *std::max_element(s.begin(), s.begin() + 4);  // the max after tile 0
+  CHECK(answer(7, 2) == doctest::Approx(std::exp(m0 - M)).epsilon(1e-5));
+}

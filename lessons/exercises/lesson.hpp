@@ -60,5 +60,6 @@ Lesson lesson_03();
 Lesson lesson_04();
 Lesson lesson_05();
 Lesson lesson_06();
+Lesson lesson_07();
 
 }  // namespace flashlab::lessons

@@ -40,6 +40,7 @@ const std::vector<Lesson>& written() {
       lesson_04(),
       lesson_05(),
       lesson_06(),
+      lesson_07(),
   };
   return lessons;
 }
