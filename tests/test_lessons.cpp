@@ -162,3 +162,17 @@ TEST_CASE("lesson 07: a row's LSE and its alphas' product, from S computed direc
   const double m0 = *std::max_element(s.begin(), s.begin() + 4);  // the max after tile 0
   CHECK(answer(7, 2) == doctest::Approx(std::exp(m0 - M)).epsilon(1e-5));
 }
+
+TEST_CASE("lesson 09: the tiles a causal pass computes, counted element by element") {
+  // A tile is computed when some (row, key) in it has key <= row.
+  const auto computed = [](int64_t n, int64_t br, int64_t bc) {
+    int64_t tiles = 0;
+    for (int64_t r0 = 0; r0 < n; r0 += br)
+      for (int64_t c0 = 0; c0 < n; c0 += bc)
+        if (c0 <= std::min(n, r0 + br) - 1) ++tiles;  // the tile's first key against its last row
+    return static_cast<double>(tiles);
+  };
+  CHECK(answer(9, 1) == computed(4096, 128, 128));
+  CHECK(answer(9, 1) == 32 * 33 / 2);
+  CHECK(answer(9, 2) == computed(1024, 128, 64));
+}

@@ -61,5 +61,6 @@ Lesson lesson_04();
 Lesson lesson_05();
 Lesson lesson_06();
 Lesson lesson_07();
+Lesson lesson_09();
 
 }  // namespace flashlab::lessons

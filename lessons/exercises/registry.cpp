@@ -41,6 +41,7 @@ const std::vector<Lesson>& written() {
       lesson_05(),
       lesson_06(),
       lesson_07(),
+      lesson_09(),
   };
   return lessons;
 }
