@@ -3,11 +3,13 @@
 // worked out here, or the preset file read directly.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "check.hpp"
 #include "flashlab/error.hpp"
 #include "lesson.hpp"
 
@@ -105,4 +107,72 @@ TEST_CASE("lesson 04: FA1 over FA2 bytes, and the backward's five GEMMs") {
   CHECK(answer(4, 1) == doctest::Approx(fa1 / fa2).epsilon(1e-12));
   const double n = 2048, dh = 128;
   CHECK(answer(4, 2) == doctest::Approx(5 * 2 * n * n * dh / 1e9).epsilon(1e-9));
+}
+
+TEST_CASE("lesson 05: a ragged grid of tiles, and what doubling Br saves in FA2's order") {
+  const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  CHECK(answer(5, 1) == static_cast<double>(ceil_div(1000, 128) * ceil_div(1000, 64)));
+  const double N = 4096, d = 128, e = 2;
+  const auto fa2 = [&](double br) { return N * d * e + (N / br) * 2 * N * d * e + N * d * e + N * 4; };
+  CHECK(answer(5, 2) == doctest::Approx((fa2(64) - fa2(128)) / (1024.0 * 1024.0)).epsilon(1e-12));
+}
+
+TEST_CASE("lesson 06: alpha and l of a row at its second tile, from S computed directly") {
+  // The same seeded inputs as the exercise (flashlab step --seed 7), row 1, S by a dot product here.
+  Problem p;
+  p.seqlen_q = p.seqlen_k = 8;
+  p.head_dim = 4;
+  p.seed = 7;
+  p.validate();
+  const harness::Inputs in = harness::random_inputs(p, p.seed);
+  const double scale = 1.0 / std::sqrt(4.0);
+  std::vector<double> s(8);
+  for (int c = 0; c < 8; ++c) {
+    double dot = 0;
+    for (int k = 0; k < 4; ++k) dot += double(in.q.data[1 * 4 + k]) * double(in.k.data[c * 4 + k]);
+    s[c] = scale * dot;
+  }
+  const double m0 = *std::max_element(s.begin(), s.begin() + 4);
+  double l0 = 0;
+  for (int c = 0; c < 4; ++c) l0 += std::exp(s[c] - m0);
+  const double m1 = std::max(m0, *std::max_element(s.begin() + 4, s.end()));
+  double l1 = std::exp(m0 - m1) * l0;
+  for (int c = 4; c < 8; ++c) l1 += std::exp(s[c] - m1);
+  CHECK(answer(6, 1) == doctest::Approx(std::exp(m0 - m1)).epsilon(1e-5));
+  CHECK(answer(6, 2) == doctest::Approx(l1).epsilon(1e-5));
+}
+
+TEST_CASE("lesson 07: a row's LSE and its alphas' product, from S computed directly and merged in one step") {
+  Problem p;
+  p.seqlen_q = p.seqlen_k = 16;
+  p.head_dim = 4;
+  p.seed = 3;
+  p.validate();
+  const harness::Inputs in = harness::random_inputs(p, p.seed);
+  std::vector<double> s(16);
+  for (int c = 0; c < 16; ++c) {
+    double dot = 0;
+    for (int k = 0; k < 4; ++k) dot += double(in.q.data[5 * 4 + k]) * double(in.k.data[c * 4 + k]);
+    s[c] = dot / std::sqrt(4.0);
+  }
+  const double M = *std::max_element(s.begin(), s.end());
+  double l = 0;
+  for (double x : s) l += std::exp(x - M);
+  CHECK(answer(7, 1) == doctest::Approx(M + std::log(l)).epsilon(1e-5));
+  const double m0 = *std::max_element(s.begin(), s.begin() + 4);  // the max after tile 0
+  CHECK(answer(7, 2) == doctest::Approx(std::exp(m0 - M)).epsilon(1e-5));
+}
+
+TEST_CASE("lesson 09: the tiles a causal pass computes, counted element by element") {
+  // A tile is computed when some (row, key) in it has key <= row.
+  const auto computed = [](int64_t n, int64_t br, int64_t bc) {
+    int64_t tiles = 0;
+    for (int64_t r0 = 0; r0 < n; r0 += br)
+      for (int64_t c0 = 0; c0 < n; c0 += bc)
+        if (c0 <= std::min(n, r0 + br) - 1) ++tiles;  // the tile's first key against its last row
+    return static_cast<double>(tiles);
+  };
+  CHECK(answer(9, 1) == computed(4096, 128, 128));
+  CHECK(answer(9, 1) == 32 * 33 / 2);
+  CHECK(answer(9, 2) == computed(1024, 128, 64));
 }

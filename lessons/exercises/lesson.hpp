@@ -58,5 +58,9 @@ Lesson lesson_01();
 Lesson lesson_02();
 Lesson lesson_03();
 Lesson lesson_04();
+Lesson lesson_05();
+Lesson lesson_06();
+Lesson lesson_07();
+Lesson lesson_09();
 
 }  // namespace flashlab::lessons

@@ -38,6 +38,10 @@ const std::vector<Lesson>& written() {
       lesson_02(),
       lesson_03(),
       lesson_04(),
+      lesson_05(),
+      lesson_06(),
+      lesson_07(),
+      lesson_09(),
   };
   return lessons;
 }
