@@ -106,3 +106,9 @@ TEST_CASE("lesson 04: FA1 over FA2 bytes, and the backward's five GEMMs") {
   const double n = 2048, dh = 128;
   CHECK(answer(4, 2) == doctest::Approx(5 * 2 * n * n * dh / 1e9).epsilon(1e-9));
 }
+
+TEST_CASE("lesson 10: FA2's grid of batch x heads x Tr blocks, in waves on an A100") {
+  const double blocks = 2 * 16 * (4096 / 128);  // one thread block per Q block of every (batch, head)
+  const double slots = preset_value("a100-80gb", "sm_count") * 2;  // 2 blocks an SM, as the prompt says
+  CHECK(answer(10, 1) == doctest::Approx(blocks / slots).epsilon(1e-9));
+}

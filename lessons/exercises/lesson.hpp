@@ -58,5 +58,6 @@ Lesson lesson_01();
 Lesson lesson_02();
 Lesson lesson_03();
 Lesson lesson_04();
+Lesson lesson_10();
 
 }  // namespace flashlab::lessons

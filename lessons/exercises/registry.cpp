@@ -38,6 +38,7 @@ const std::vector<Lesson>& written() {
       lesson_02(),
       lesson_03(),
       lesson_04(),
+      lesson_10(),
   };
   return lessons;
 }
