@@ -112,3 +112,9 @@ TEST_CASE("lesson 10: FA2's grid of batch x heads x Tr blocks, in waves on an A1
   const double slots = preset_value("a100-80gb", "sm_count") * 2;  // 2 blocks an SM, as the prompt says
   CHECK(answer(10, 1) == doctest::Approx(blocks / slots).epsilon(1e-9));
 }
+
+TEST_CASE("lesson 11: exponentials against matmuls per element of S, H100, d = 64") {
+  const double peak = preset_value("h100-sxm", "tensor_flops_per_s", "bf16");
+  const double exp_rate = preset_value("h100-sxm", "exp_per_s");
+  CHECK(answer(11, 1) == doctest::Approx((1 / exp_rate) / (4 * 64 / peak)).epsilon(1e-12));
+}

@@ -59,5 +59,6 @@ Lesson lesson_02();
 Lesson lesson_03();
 Lesson lesson_04();
 Lesson lesson_10();
+Lesson lesson_11();
 
 }  // namespace flashlab::lessons

@@ -39,6 +39,7 @@ const std::vector<Lesson>& written() {
       lesson_03(),
       lesson_04(),
       lesson_10(),
+      lesson_11(),
   };
   return lessons;
 }
