@@ -3,6 +3,7 @@
 // worked out here, or the preset file read directly.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -54,7 +55,6 @@ TEST_CASE("lessons: every written lesson is on the path, has its file, a title l
 }
 
 TEST_CASE("lessons: unwritten and out-of-range lessons") {
-  CHECK(lessons::find(14) == nullptr);  // remove when lesson 14 is written
   CHECK_THROWS_AS(lessons::step(0), Error);
   CHECK_THROWS_AS(lessons::step(15), Error);
   CHECK(lessons::find(0) == nullptr);
@@ -117,4 +117,15 @@ TEST_CASE("lesson 11: exponentials against matmuls per element of S, H100, d = 6
   const double peak = preset_value("h100-sxm", "tensor_flops_per_s", "bf16");
   const double exp_rate = preset_value("h100-sxm", "exp_per_s");
   CHECK(answer(11, 1) == doctest::Approx((1 / exp_rate) / (4 * 64 / peak)).epsilon(1e-12));
+}
+
+TEST_CASE("lesson 14: the roofline's speedup of FlashAttention over standard attention, H100, N = 8192") {
+  const double N = 8192, d = 128, e = 2;
+  const double peak = preset_value("h100-sxm", "tensor_flops_per_s", "bf16");
+  const double bw = preset_value("h100-sxm", "hbm_bandwidth_bytes_per_s");
+  const double flops = 4 * N * N * d;
+  const double standard = std::max(flops / peak, (4 * N * d * e + 4 * N * N * e) / bw);  // HBM-bound
+  const double fa = std::max(flops / peak, 4 * N * d * e / bw);                           // compute-bound
+  CHECK(standard / fa == doctest::Approx((4 * N * d * e + 4 * N * N * e) / bw / (flops / peak)).epsilon(1e-12));
+  CHECK(answer(14, 1) == doctest::Approx(standard / fa).epsilon(1e-12));
 }

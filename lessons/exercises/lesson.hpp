@@ -60,5 +60,6 @@ Lesson lesson_03();
 Lesson lesson_04();
 Lesson lesson_10();
 Lesson lesson_11();
+Lesson lesson_14();
 
 }  // namespace flashlab::lessons
