@@ -119,6 +119,13 @@ TEST_CASE("lesson 11: exponentials against matmuls per element of S, H100, d = 6
   CHECK(answer(11, 1) == doctest::Approx((1 / exp_rate) / (4 * 64 / peak)).epsilon(1e-12));
 }
 
+TEST_CASE("lesson 12: standard attention's HBM bytes, the signature of S and P") {
+  const double B = 2, H = 32, N = 8192, d = 64, e = 2;
+  const double per_head = 3 * N * d * e + 2 * N * N * e  // read Q, K, V; S, P
+                          + 2 * N * N * e + N * d * e;   // write S, P; O
+  CHECK(answer(12, 1) == doctest::Approx(B * H * per_head / 1e9).epsilon(1e-12));
+}
+
 TEST_CASE("lesson 14: the roofline's speedup of FlashAttention over standard attention, H100, N = 8192") {
   const double N = 8192, d = 128, e = 2;
   const double peak = preset_value("h100-sxm", "tensor_flops_per_s", "bf16");

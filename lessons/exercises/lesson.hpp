@@ -60,6 +60,7 @@ Lesson lesson_03();
 Lesson lesson_04();
 Lesson lesson_10();
 Lesson lesson_11();
+Lesson lesson_12();
 Lesson lesson_14();
 
 }  // namespace flashlab::lessons

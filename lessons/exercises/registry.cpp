@@ -40,6 +40,7 @@ const std::vector<Lesson>& written() {
       lesson_04(),
       lesson_10(),
       lesson_11(),
+      lesson_12(),
       lesson_14(),
   };
   return lessons;
