@@ -56,7 +56,6 @@ TEST_CASE("lessons: every written lesson is on the path, has its file, a title l
 }
 
 TEST_CASE("lessons: unwritten and out-of-range lessons") {
-  CHECK(lessons::find(14) == nullptr);  // remove when lesson 14 is written
   CHECK_THROWS_AS(lessons::step(0), Error);
   CHECK_THROWS_AS(lessons::step(15), Error);
   CHECK(lessons::find(0) == nullptr);
@@ -175,4 +174,34 @@ TEST_CASE("lesson 09: the tiles a causal pass computes, counted element by eleme
   CHECK(answer(9, 1) == computed(4096, 128, 128));
   CHECK(answer(9, 1) == 32 * 33 / 2);
   CHECK(answer(9, 2) == computed(1024, 128, 64));
+}
+
+TEST_CASE("lesson 10: FA2's grid of batch x heads x Tr blocks, in waves on an A100") {
+  const double blocks = 2 * 16 * (4096 / 128);  // one thread block per Q block of every (batch, head)
+  const double slots = preset_value("a100-80gb", "sm_count") * 2;  // 2 blocks an SM, as the prompt says
+  CHECK(answer(10, 1) == doctest::Approx(blocks / slots).epsilon(1e-9));
+}
+
+TEST_CASE("lesson 11: exponentials against matmuls per element of S, H100, d = 64") {
+  const double peak = preset_value("h100-sxm", "tensor_flops_per_s", "bf16");
+  const double exp_rate = preset_value("h100-sxm", "exp_per_s");
+  CHECK(answer(11, 1) == doctest::Approx((1 / exp_rate) / (4 * 64 / peak)).epsilon(1e-12));
+}
+
+TEST_CASE("lesson 12: standard attention's HBM bytes, the signature of S and P") {
+  const double B = 2, H = 32, N = 8192, d = 64, e = 2;
+  const double per_head = 3 * N * d * e + 2 * N * N * e  // read Q, K, V; S, P
+                          + 2 * N * N * e + N * d * e;   // write S, P; O
+  CHECK(answer(12, 1) == doctest::Approx(B * H * per_head / 1e9).epsilon(1e-12));
+}
+
+TEST_CASE("lesson 14: the roofline's speedup of FlashAttention over standard attention, H100, N = 8192") {
+  const double N = 8192, d = 128, e = 2;
+  const double peak = preset_value("h100-sxm", "tensor_flops_per_s", "bf16");
+  const double bw = preset_value("h100-sxm", "hbm_bandwidth_bytes_per_s");
+  const double flops = 4 * N * N * d;
+  const double standard = std::max(flops / peak, (4 * N * d * e + 4 * N * N * e) / bw);  // HBM-bound
+  const double fa = std::max(flops / peak, 4 * N * d * e / bw);                           // compute-bound
+  CHECK(standard / fa == doctest::Approx((4 * N * d * e + 4 * N * N * e) / bw / (flops / peak)).epsilon(1e-12));
+  CHECK(answer(14, 1) == doctest::Approx(standard / fa).epsilon(1e-12));
 }

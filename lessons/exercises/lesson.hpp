@@ -62,5 +62,9 @@ Lesson lesson_05();
 Lesson lesson_06();
 Lesson lesson_07();
 Lesson lesson_09();
+Lesson lesson_10();
+Lesson lesson_11();
+Lesson lesson_12();
+Lesson lesson_14();
 
 }  // namespace flashlab::lessons

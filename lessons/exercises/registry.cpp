@@ -42,6 +42,10 @@ const std::vector<Lesson>& written() {
       lesson_06(),
       lesson_07(),
       lesson_09(),
+      lesson_10(),
+      lesson_11(),
+      lesson_12(),
+      lesson_14(),
   };
   return lessons;
 }
