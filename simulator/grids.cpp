@@ -119,7 +119,7 @@ class ForwardGrid final : public CtaGrid {
     const int64_t H = p.heads_q, B = p.batch;
     kv_keys_ = uint32_t(B * p.heads_kv * chunks_);
     q_keys_ = uint32_t(B * H * base_.Tr_max);
-    if (order == TileOrder::fa2) {
+    if (order == TileOrder::fa2 || (order == TileOrder::flashlab_fa3 && !p.causal)) {
       // FA2's grid is (Q block, batch, head): blockIdx.x fastest.
       for (int64_t h = 0; h < H; ++h)
         for (int64_t b = 0; b < B; ++b)
@@ -128,9 +128,11 @@ class ForwardGrid final : public CtaGrid {
       // FA3's scheduler (hopper/tile_scheduler.hpp): (batch, head) pairs in sections of as many heads as
       // fit their K and V in `section` bytes (a power of two); within a section, Q blocks outer (the
       // last, longest first under a causal mask), the section's heads inner.
-      const double kv_head_bytes = double(base_.at(0).seqlen_k()) * double(p.head_dim + p.dv()) * base_.e;
+      // (flashlab's fa3 counts a query head's share of its kv head's K and V and does not round.)
+      const double group = order == TileOrder::flashlab_fa3 ? double(p.heads_q / p.heads_kv) : 1.0;
+      const double kv_head_bytes = double(base_.at(0).seqlen_k()) * double(p.head_dim + p.dv()) * base_.e / group;
       const int64_t fit = std::max<int64_t>(1, int64_t(section / std::max(1.0, kv_head_bytes)));
-      const int64_t per = int64_t(std::bit_floor(uint64_t(fit)));
+      const int64_t per = order == TileOrder::flashlab_fa3 ? fit : int64_t(std::bit_floor(uint64_t(fit)));
       const int64_t pairs = B * H;
       for (int64_t s0 = 0; s0 < pairs; s0 += per) {
         const int64_t n = std::min(per, pairs - s0);

@@ -35,6 +35,8 @@ struct ElementTime {
 enum class TileOrder {
   fa2,  // FA2's grid (Q block, batch, head): Q blocks of one head consecutive, batch, then heads
   fa3,  // FA3's persistent scheduler: heads in L2-sized sections, longest Q blocks first if causal
+  flashlab_fa3,  // gpu/fa3/scheduler.cuh: without a mask fa2's order; causal: FA3's order in sections of
+                 // (batch, head) pairs whose K and V fit `l2_section_bytes` (not rounded to a power of two)
 };
 
 // reverse: the CTA walks its band from the last block to the first (FA2's and FA3's forward start at the

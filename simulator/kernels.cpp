@@ -115,6 +115,10 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
       if (const std::string why = fa3_unavailable(g); !why.empty()) throw Error(why);
       // FlashAttention-3: 128 x 128 forward tiles (128 x 64 for d > 128), 64 x 128 backward.
       s.tiling = backward ? tiled::Tiling{64, d <= 128 ? 128 : 64} : tiled::Tiling{128, d <= 128 ? 128 : 64};
+      if (impl == Impl::flashlab && !backward) {  // gpu/fa3/: gpu/shapes.hpp's fa3_forward_shape
+        const gpu::TileShape k = gpu::fa3_forward_shape(int(d));
+        if (k.supported()) s.tiling = tiled::Tiling{k.block_m, k.block_n};
+      }
       if (!backward && block_m > 0) s.tiling.Br = block_m;
       if (!backward && block_n > 0) s.tiling.Bc = block_n;
       s.threads = kFa3Threads;

@@ -57,13 +57,18 @@ Cost streaming_kernel(const GpuSpec& g, double read, double write) {
 }
 
 Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const Options& o) {
-  // flashlab's own kernel is an fa2, cuDNN's an fa3; the other algorithms run their upstream kernels.
-  const Impl impl = (o.impl == Impl::flashlab && algo == Algo::fa2) || (o.impl == Impl::cudnn && algo == Algo::fa3)
+  // flashlab's own kernels are an fa2 and an fa3 (forward), cuDNN's an fa3; the other algorithms run
+  // their upstream kernels.
+  const Impl impl = (o.impl == Impl::flashlab && (algo == Algo::fa2 || (algo == Algo::fa3 && !backward))) ||
+                            (o.impl == Impl::cudnn && algo == Algo::fa3)
                         ? o.impl
                         : Impl::upstream;
   KernelShape shape = kernel_shape(p, g, algo, impl, backward, o.block_m, o.block_n);
   if (impl == Impl::cudnn) shape.persistent = false;
   const bool reverse = impl == Impl::upstream;
+  // flashlab's fa3 (gpu/fa3/scheduler.cuh): sections whose K and V fit half the L2; its causal tiles are
+  // handed out as CTAs ask, which is how the replay dispatches a grid's tiles to the slot that frees first.
+  const bool flashlab_fa3 = impl == Impl::flashlab && algo == Algo::fa3;
   const ElementCost unit = element_cost(p, g, algo, backward, shape);
   const Order order = algo == Algo::fa1 ? (backward ? Order::fa1_backward : Order::fa1)
                                         : (backward ? Order::backward : Order::fa2);
@@ -95,8 +100,11 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   const std::unique_ptr<CtaGrid> grid =
       algo == Algo::fa1 ? fa1_grid(p, schedules, per, splits, backward)
       : backward        ? backward_grid(p, schedules, per, reverse)
-                        : forward_grid(p, schedules, per, shape.persistent ? TileOrder::fa3 : TileOrder::fa2, reverse,
-                                       kFa3SectionBytes);
+                        : forward_grid(p, schedules, per,
+                                       flashlab_fa3       ? TileOrder::flashlab_fa3
+                                       : shape.persistent ? TileOrder::fa3
+                                                          : TileOrder::fa2,
+                                       reverse, flashlab_fa3 ? g.l2_bytes / 2 : kFa3SectionBytes);
   const double ctas = double(grid->ctas());
   // A grid smaller than the resident capacity is spread over the SMs first: CTAs share an SM only as far
   // as their number requires, and the slots of one SM share its units.

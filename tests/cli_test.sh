@@ -73,6 +73,7 @@ then passed=$((passed + 1)); echo "ok     the timeline files hold the replayed C
 else failed=$((failed + 1)); echo "FAILED the timeline files"; fi
 ok "estimate leaves fa3 out of 'all' on an A100, saying why" "fa3 left out: .*wgmma" -- estimate --gpu a100-80gb --algo all
 ok "estimate models cuDNN's and flashlab's kernels" "^fa3,h100-sxm" -- estimate --algo all --impl cudnn --format csv
+ok "estimate models flashlab's fa3 with gpu/shapes.hpp's tiles" "fa3 +8192 +128x64" -- estimate --algo fa3 --impl flashlab --hdim 256 --causal --seqlen 8192
 ok "estimate with the textbook LRU L2 to compare" "^fa2,h100-sxm" -- estimate --algo fa2 --causal --seqlen 16384 --l2-replacement lru --format csv
 grep -q "<svg" "$work/roof.svg" && passed=$((passed + 1)) && echo "ok     the SVG is there" || { failed=$((failed + 1)); echo "FAILED no SVG"; }
 
