@@ -11,7 +11,9 @@
 
 #include "check.hpp"
 #include "flashlab/error.hpp"
+#include "gpu_spec.hpp"
 #include "lesson.hpp"
+#include "model.hpp"
 
 using namespace flashlab;
 
@@ -193,6 +195,33 @@ TEST_CASE("lesson 12: standard attention's HBM bytes, the signature of S and P")
   const double per_head = 3 * N * d * e + 2 * N * N * e  // read Q, K, V; S, P
                           + 2 * N * N * e + N * d * e;   // write S, P; O
   CHECK(answer(12, 1) == doctest::Approx(B * H * per_head / 1e9).epsilon(1e-12));
+}
+
+TEST_CASE("lesson 13: the MATH backend's bytes, kernel by kernel, and its time over cuDNN's") {
+  const double H = 16, N = 8192, d = 128, f = 4, e = 2;  // fp32 inside, bf16 outside
+  const double S = H * N * N, q = H * N * d;             // elements of S; of each of Q, K, V, O
+  const double per_score = f + (f + f) + (f + 1) + 1 + (f + 1 + f) + (f + e) + f;  // S, softmax, test, any, where, cast, PV
+  const double per_row = 2 * ((e + f) + (f + f) + f)  // Q and K: cast, scale, read by QK^T
+                         + ((e + f) + f)              // V: cast, read by PV
+                         + (f + (f + e));             // O: written by PV, cast
+  CHECK(per_score == 37);
+  CHECK(per_row == 56);
+  CHECK(answer(13, 1) == doctest::Approx((per_score * S + per_row * q) / 1e9).epsilon(1e-9));
+  // Exercise 2 is what `flashlab estimate --algo math` and `--algo fa3 --impl cudnn` print, not upstream FA3's or FA2's
+  Problem p;
+  p.heads_q = p.heads_kv = 16;
+  p.seqlen_q = p.seqlen_k = 8192;
+  p.head_dim = 128;
+  p.dtype = DType::bf16;
+  const sim::GpuSpec gpu = sim::load_gpu("h100-sxm");
+  sim::Options cudnn;
+  cudnn.impl = sim::Impl::cudnn;
+  const double math_s = sim::estimate(p, gpu, sim::Algo::math, Pass::fwd).time_s;
+  const double cudnn_s = sim::estimate(p, gpu, sim::Algo::fa3, Pass::fwd, cudnn).time_s;
+  CHECK(math_s >= (per_score * S + per_row * q) / preset_value("h100-sxm", "hbm_bandwidth_bytes_per_s"));  // HBM-bound
+  CHECK(answer(13, 2) == doctest::Approx(math_s / cudnn_s).epsilon(1e-12));
+  CHECK(answer(13, 2) != doctest::Approx(math_s / sim::estimate(p, gpu, sim::Algo::fa3, Pass::fwd).time_s).epsilon(1e-3));
+  CHECK(answer(13, 2) != doctest::Approx(math_s / sim::estimate(p, gpu, sim::Algo::fa2, Pass::fwd).time_s).epsilon(1e-3));
 }
 
 TEST_CASE("lesson 14: the roofline's speedup of FlashAttention over standard attention, H100, N = 8192") {

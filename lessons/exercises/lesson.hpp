@@ -65,6 +65,7 @@ Lesson lesson_09();
 Lesson lesson_10();
 Lesson lesson_11();
 Lesson lesson_12();
+Lesson lesson_13();
 Lesson lesson_14();
 
 }  // namespace flashlab::lessons

@@ -45,6 +45,7 @@ const std::vector<Lesson>& written() {
       lesson_10(),
       lesson_11(),
       lesson_12(),
+      lesson_13(),
       lesson_14(),
   };
   return lessons;
