@@ -87,10 +87,12 @@ std::string render_step(const Problem& p, const tiled::Stepper& st, int max_rows
     }
   }
   const tiled::ByteCounts& b = st.bytes();
-  // Standard attention's traffic for the same head, for comparison.
+  // Standard attention's forward traffic for the same head, for comparison (naive_bytes counts Algorithm 0,
+  // the forward; a backward order says so rather than compare its bytes with another pass's).
   const tiled::NaiveBytes naive = tiled::naive_bytes(p, s.batch_index());
   o << "  HBM so far: read " << bytes_str(b.total_load()) << ", written " << bytes_str(b.total_store())
-    << "   (standard attention, whole pass: read " << bytes_str(naive.read) << ", written " << bytes_str(naive.write)
+    << (tiled::is_backward(s.order()) ? "   (standard attention's forward" : "   (standard attention")
+    << ", whole pass: read " << bytes_str(naive.read) << ", written " << bytes_str(naive.write)
     << ")\n";
   return o.str();
 }

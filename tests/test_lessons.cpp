@@ -164,6 +164,17 @@ TEST_CASE("lesson 07: a row's LSE and its alphas' product, from S computed direc
   CHECK(answer(7, 2) == doctest::Approx(std::exp(m0 - M)).epsilon(1e-5));
 }
 
+TEST_CASE("lesson 08: FA2's backward bytes, and the GEMM that recomputing S adds") {
+  const double N = 4096, d = 128, e = 2, Tc = N / 128, f32 = 4;
+  const double bytes = 2 * N * d * e + N * f32 + N * d * f32       // before: read O, dO; write D; zero dQ's fp32 buffer
+                       + 2 * N * d * e + 2 * N * d * e             // K_j, V_j read once; dK_j, dV_j written once
+                       + Tc * N * (2 * d * e + 2 * f32 + 2 * d * f32)  // each K/V block: Q, dO, L, D read; dQ read + written
+                       + N * d * f32 + N * d * e;                  // after: dQ's buffer read, dQ written in bf16
+  CHECK(answer(8, 1) == doctest::Approx(bytes / 1e6).epsilon(1e-12));
+  const double heads = 32;
+  CHECK(answer(8, 2) == doctest::Approx(heads * 2 * N * N * d / 1e9).epsilon(1e-9));  // one more N x N x d GEMM
+}
+
 TEST_CASE("lesson 09: the tiles a causal pass computes, counted element by element") {
   // A tile is computed when some (row, key) in it has key <= row.
   const auto computed = [](int64_t n, int64_t br, int64_t bc) {

@@ -61,6 +61,7 @@ Lesson lesson_04();
 Lesson lesson_05();
 Lesson lesson_06();
 Lesson lesson_07();
+Lesson lesson_08();
 Lesson lesson_09();
 Lesson lesson_10();
 Lesson lesson_11();

@@ -41,6 +41,7 @@ const std::vector<Lesson>& written() {
       lesson_05(),
       lesson_06(),
       lesson_07(),
+      lesson_08(),
       lesson_09(),
       lesson_10(),
       lesson_11(),
