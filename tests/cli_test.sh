@@ -95,7 +95,7 @@ then passed=$((passed + 1)); echo "ok     shapes as JSON: fa2 at d = 64 and 256,
 else failed=$((failed + 1)); echo "FAILED shapes as JSON: $shapes_json"; fi
 
 # The lessons (lessons/): the path, a lesson's exercises, grading against the library's answer.
-ok "lesson lists the path, written and not" "not written yet" -- lesson
+ok "lesson lists the path, every lesson with its file" "14  Draw the roofline.*lessons/14-draw-the-roofline.md" -- lesson
 ok "lesson --list as JSON" '"written": true' -- lesson --list --format json
 ok "lesson 1 prints its exercises" "Exercise 2" -- lesson 1
 ok "a right answer is right" "^right: " -- lesson 2 --answer 256
@@ -146,13 +146,12 @@ refused "shapes: a backward fa1-minimal does not have" "fa1-minimal has no backw
 refused "shapes: fa2's backward on a GPU without the shared memory for it" "needs 164864 bytes of shared memory per block" -- \
   shapes --pass bwd --hdim 128 --gpu l4
 
-refused "a lesson not written yet" "lesson 8 .* is not written yet" -- lesson 8
 refused "a lesson outside the path" "there is no lesson 15: the path has lessons 1 to 14" -- lesson 15
 refused "an answer that is not a number" "--answer: 'abc' is not a number" -- lesson 2 --answer abc
 refused "an answer with a unit stuck to it" "--answer: '256rows' is not a number" -- lesson 2 --answer 256rows
 refused "a lesson with two exercises needs --exercise" "has 2 exercises: say which with --exercise 1..2" -- lesson 1 --answer 30
 refused "an exercise the lesson does not have" "--exercise 3: lesson 1 has exercises 1..2" -- lesson 1 --exercise 3 --answer 30
-refused "viz --lesson of a lesson not written yet" "lesson 8 .* is not written yet" -- viz --lesson 8
+refused "viz --lesson of a lesson outside the path" "there is no lesson 15" -- viz --lesson 15
 refused "viz --lesson of a lesson without a visualizer problem" "lesson 1 has no visualizer problem" -- viz --lesson 1
 refused "viz --lesson without a number" "--lesson: 'x' is not a lesson number" -- viz --lesson x
 
