@@ -249,24 +249,25 @@ constexpr int fa3_forward_smem_bytes(int d, int block_m, int block_n, int stages
   return (block_m + 2 * stages * block_n) * d * 2 + 2048;
 }
 
-// Three warpgroups: a producer (TMA) and two consumers of 64 query rows each (Br = 128), K/V
-// double-buffered. Timings: gpu/fa3/fa3_fwd.cu's version index.
+// A producer warpgroup (TMA) and two consumer warpgroups of 64 query rows each (Br = 128); K/V
+// double-buffered. (Three consumers at d = 64, FA3's 192-row tiles, measured 0.83-1.06x of two: faster
+// from s = 16k, slower below; gpu/HISTORY.md v7.) Timings: gpu/fa3/fa3_fwd.cu's version index.
 constexpr TileShape fa3_forward_shape(int head_dim) {
   const int d = fa3_padded_head_dim(head_dim);
   if (d == 0) return shapes_detail::unsupported("fa3_forward_kernel (gpu/fa3/fa3_fwd.cu)", kFa3HeadDims);
   TileShape s;
   s.kernel = "fa3_forward_kernel (gpu/fa3/fa3_fwd.cu)";
   s.head_dim = d;
-  s.block_m = 128;
+  const int consumers = 2;
+  s.block_m = 64 * consumers;
   s.block_n = d <= 128 ? 128 : 64;
-  s.warps = 12;
-  s.threads = 384;
+  s.warps = 4 * (consumers + 1);
+  s.threads = 32 * s.warps;
   s.stages = 2;
   s.smem_bytes = fa3_forward_smem_bytes(d, s.block_m, s.block_n, s.stages);
-  s.why = d <= 128
-              ? "one producer warpgroup (TMA) and two consumer warpgroups of 64 query rows (wgmma), 128 x 128 tiles, "
-                "K and V double-buffered"
-              : "128 x 64 at d = 256: 128 keys of K and V in two stages would not fit in shared memory";
+  s.why = d <= 128 ? "one producer warpgroup (TMA) and two consumer warpgroups of 64 query rows (wgmma), 128 x 128 "
+                     "tiles, K and V double-buffered"
+                   : "128 x 64 at d = 256: 128 keys of K and V in two stages would not fit in shared memory";
   return s;
 }
 

@@ -18,19 +18,21 @@
 
 namespace flashlab::gpu::fa3 {
 
-// The turns of the ping-pong: warpgroup w waits on barrier 1 + w before issuing its GEMMs and, once they
-// are issued, lets the other warpgroup go on barrier 2 - w. Each barrier counts both warpgroups (256).
+// The turns of the ping-pong: warpgroup w of n waits on barrier 1 + w before issuing its GEMMs and, once
+// they are issued, lets the next warpgroup, (w + 1) mod n, go on its barrier. Each barrier counts the
+// waiting warpgroup and the one that lets it go (256 threads).
 // (Measured against free-running warpgroups in one process: +7-12% at s = 16k, -5% to +4% at s = 1k;
 // bench/results/ab-h100-2026-11-23-fa3-pingpong.csv.)
+template <int kN>
 struct PingPong {
   int wg;
   static constexpr int kThreads = 256;
-  __device__ void start() const {  // warpgroup 1 gives warpgroup 0 the first turn
-    if (wg == 1) named_arrive(1, kThreads);
+  __device__ void start() const {  // the last warpgroup gives warpgroup 0 the first turn
+    if (wg == kN - 1) named_arrive(1, kThreads);
   }
   __device__ void wait_turn() const { named_sync(1 + wg, kThreads); }
-  __device__ void pass_turn() const { named_arrive(2 - wg, kThreads); }
-  __device__ void finish() const {  // warpgroup 0 takes warpgroup 1's last pass, so none is left pending
+  __device__ void pass_turn() const { named_arrive(1 + (wg + 1) % kN, kThreads); }
+  __device__ void finish() const {  // warpgroup 0 takes the last warpgroup's last pass: none left pending
     if (wg == 0) named_sync(1, kThreads);
   }
 };
@@ -87,14 +89,14 @@ __device__ __forceinline__ void issue_pv(float (&acc_o)[S::D / 8][4], const uint
   wgmma_commit();
 }
 
-// Consumer warpgroup `wg` (0 or 1) computes rows [64 wg, 64 wg + 64) of each of its CTA's tiles.
+// Consumer warpgroup `wg` (0 .. kConsumers - 1) computes rows [64 wg, 64 wg + 64) of each of its CTA's tiles.
 template <class S, typename T, bool kSoftcap>
 __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileScheduler& sched, int wg) {
   constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages;
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int qrow = lane / 4;
   const float c = kSoftcap ? mma::kLog2e : p.scale * mma::kLog2e;  // scores -> log2 units
-  const PingPong turns{wg};
+  const PingPong<S::kConsumers> turns{wg};
   turns.start();
   int it = 0, tile_it = 0;  // K/V blocks and tiles consumed so far: stages and mbarrier parities
   for (int k = 0;; ++k) {
