@@ -115,14 +115,12 @@ struct DefaultOf {
   static constexpr size_t smem = s.smem_bytes;
 };
 
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, count = 0;
-    FLASHLAB_CUDA(cudaGetDevice(&dev));
-    FLASHLAB_CUDA(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
-    return count;
-  }();
-  return n;
+// An attribute of the current device (the runtime answers from its own cache).
+int device_attribute(cudaDeviceAttr what) {
+  int dev = 0, value = 0;
+  FLASHLAB_CUDA(cudaGetDevice(&dev));
+  FLASHLAB_CUDA(cudaDeviceGetAttribute(&value, what, dev));
+  return value;
 }
 
 // The scheduler's two counters, one pair a stream (launches on one stream run in order; the kernel leaves
@@ -141,16 +139,6 @@ int* tile_counter(cudaStream_t stream) {
   return c;
 }
 
-int l2_bytes() {
-  static const int n = [] {
-    int dev = 0, bytes = 0;
-    FLASHLAB_CUDA(cudaGetDevice(&dev));
-    FLASHLAB_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, dev));
-    return bytes;
-  }();
-  return n;
-}
-
 template <int D, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
   using S = typename DefaultOf<D>::type;
@@ -164,12 +152,12 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   const bool causal = p.window_right == 0 && p.window_left < 0;
   // A section's K and V (2 bytes an element, a kv head shared by `group` query heads) in half the L2.
   const double kv_bytes = 4.0 * p.seqlen_k * D / (p.heads_q / p.heads_kv);
-  const int section = std::max(1, int(l2_bytes() / 2 / kv_bytes));
+  const int section = std::max(1, int(device_attribute(cudaDevAttrL2CacheSize) / 2 / kv_bytes));
   const TileScheduler sched{(p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch, causal, section,
                             tile_counter(stream)};
   auto kernel = p.softcap > 0.f ? fa3_forward_kernel<S, T, true> : fa3_forward_kernel<S, T, false>;
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const int grid = std::min(sched.count(), sm_count());
+  const int grid = std::min(sched.count(), device_attribute(cudaDevAttrMultiProcessorCount));
   kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, sched);
   FLASHLAB_CUDA_LAUNCHED();
 }
