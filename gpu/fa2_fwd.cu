@@ -166,14 +166,8 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
     for (int mt = 0; mt < kMT; ++mt) {
       float alpha[2];
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float m = softmax::row_max(acc_s[mt], r, row_max[mt][r]);
-        const float m_c = softmax::scaled_max(m, c);
-        alpha[r] = exp2_fast(row_max[mt][r] * c - m_c);
-        row_max[mt][r] = m;
-        // quad-reduced once, at the end
-        row_sum[mt][r] = row_sum[mt][r] * alpha[r] + softmax::exp2_row(acc_s[mt], r, c, m_c);
-      }
+      for (int r = 0; r < 2; ++r)  // row sums quad-reduced once, at the end
+        alpha[r] = softmax::online_step(acc_s[mt], r, c, row_max[mt][r], row_sum[mt][r]);
       softmax::rescale(acc_o[mt], alpha);
     }
 

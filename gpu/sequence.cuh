@@ -13,6 +13,7 @@ struct Sequence {
   int sq = 0, sk = 0;            // this entry's lengths
   int64_t q_base = 0, k_base = 0, v_base = 0, o_base = 0;  // element offsets of row 0
   int64_t row_base = 0;   // index of row 0 among all query rows: b * seqlen_q, or q_start
+  int64_t k_row_base = 0; // the same for the keys: b * seqlen_k, or k_start
   int64_t total_q = 0;    // query rows in the whole batch
 
   // Per-row fp32 arrays laid out as lse: (batch, heads_q, seqlen_q), or (heads_q, total_q) for varlen.
@@ -33,6 +34,7 @@ __device__ inline Sequence sequence_of(const AttentionParams& p, int b) {
     s.v_base = int64_t(s.k_start) * p.v_row_stride;
     s.o_base = int64_t(s.q_start) * p.o_row_stride;
     s.row_base = s.q_start;
+    s.k_row_base = s.k_start;
     s.total_q = p.cu_seqlens_q[p.batch];
   } else {
     s.sq = p.seqlen_q;
@@ -42,6 +44,7 @@ __device__ inline Sequence sequence_of(const AttentionParams& p, int b) {
     s.v_base = int64_t(b) * p.v_batch_stride;
     s.o_base = int64_t(b) * p.o_batch_stride;
     s.row_base = int64_t(b) * p.seqlen_q;
+    s.k_row_base = int64_t(b) * p.seqlen_k;
     s.total_q = int64_t(p.batch) * p.seqlen_q;
   }
   return s;

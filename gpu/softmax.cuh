@@ -55,6 +55,19 @@ __device__ __forceinline__ float exp2_row(float (&s)[kN8][4], int r, float c, fl
   return sum;
 }
 
+// One step of the online softmax for half-row r of a tile of scores s (unscaled; c = scale log2 e):
+//   m_new = max(m, rowmax s), P~ = exp2(s c - m_new c) in place, l = alpha l + (this thread's) rowsum P~,
+// with m and l updated and alpha = exp2((m - m_new) c), the factor O's row must be scaled by, returned.
+template <int kN8>
+__device__ __forceinline__ float online_step(float (&s)[kN8][4], int r, float c, float& m, float& l) {
+  const float m_new = row_max(s, r, m);
+  const float m_c = scaled_max(m_new, c);
+  const float alpha = mma::exp2_fast(m * c - m_c);
+  m = m_new;
+  l = l * alpha + exp2_row(s, r, c, m_c);
+  return alpha;
+}
+
 // O's rows times alpha: rows g by alpha[0], rows g + 8 by alpha[1].
 template <int kN8>
 __device__ __forceinline__ void rescale(float (&o)[kN8][4], const float (&alpha)[2]) {

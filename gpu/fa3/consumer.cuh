@@ -52,13 +52,7 @@ struct Rows {
     if constexpr (kSoftcap) softmax::softcap(s, p.softcap, p.scale / p.softcap);
     if (needs_mask) softmax::mask(s, j * kBc, qcol, lo, hi);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float m = softmax::row_max(s, r, max[r]);
-      const float m_c = softmax::scaled_max(m, c);
-      alpha[r] = mma::exp2_fast(max[r] * c - m_c);
-      max[r] = m;
-      sum[r] = sum[r] * alpha[r] + softmax::exp2_row(s, r, c, m_c);
-    }
+    for (int r = 0; r < 2; ++r) alpha[r] = softmax::online_step(s, r, c, max[r], sum[r]);
   }
 };
 

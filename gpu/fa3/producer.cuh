@@ -25,13 +25,14 @@ __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     const int row0 = tile.m_block * kBr;
     if (row0 >= seq.sq) continue;  // varlen: a Q block past this sequence's end
     const auto blocks = key_blocks<kBr, kBc>(row0, seq.sq, seq.sk, p.window_left, p.window_right);
-    const int kv_head = tile.head / group, k_rows = k_rows_base(p, seq, tile.batch);
+    // The tensor maps' rows: batch and sequence folded into rows (fixed length), or the packed rows (varlen).
+    const int kv_head = tile.head / group, k_rows = int(seq.k_row_base);
 
     mbar_wait(&sm.q_empty, (tile_it & 1) ^ 1);  // the previous tile's last S = Q K^T is done
     mbar_arrive_expect_tx(&sm.q_full, kQBytes);
 #pragma unroll
     for (int c = 0; c < S::kChunks; ++c)
-      tma_load_3d(&sm.q[c][0][0], map_q, &sm.q_full, c * 64, q_rows_base(p, seq, tile.batch) + row0, tile.head);
+      tma_load_3d(&sm.q[c][0][0], map_q, &sm.q_full, c * 64, int(seq.row_base) + row0, tile.head);
     for (int j = blocks.begin; j < blocks.end; ++j, ++it) {
       const int s = it % kStages, parity = (it / kStages) & 1;
       mbar_wait(&sm.k_empty[s], parity ^ 1);

@@ -1,5 +1,4 @@
-// fa3's tile shape and shared-memory layout, and where a tile's rows start in the tensor maps' views:
-// what the producer and the consumers agree on.
+// fa3's tile shape and shared-memory layout: what the producer and the consumers agree on.
 #pragma once
 #include <cstdint>
 
@@ -44,14 +43,5 @@ struct Smem {
   int tile[2];                           // the tile indices the producer hands the consumers
   uint64_t tile_full[2], tile_empty[2];  // a slot written / read by every consumer warp
 };
-
-// Where a tile's rows start in the (rows, heads, d) views the tensor maps take: batch and sequence
-// folded into rows (fixed length), or the packed rows (varlen).
-__device__ inline int q_rows_base(const AttentionParams& p, const Sequence& seq, int b) {
-  return p.cu_seqlens_q ? seq.q_start : b * p.seqlen_q;
-}
-__device__ inline int k_rows_base(const AttentionParams& p, const Sequence& seq, int b) {
-  return p.cu_seqlens_k ? seq.k_start : b * p.seqlen_k;
-}
 
 }  // namespace flashlab::gpu::fa3
