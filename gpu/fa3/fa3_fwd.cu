@@ -20,10 +20,11 @@
 //
 // Tile shape: shapes.hpp's fa3_forward_shape (`flashlab shapes --algo fa3`).
 //
-// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-23, v6, bf16, batch x seqlen = 16k, heads x d = 2048,
-// against SDPA's cuDNN backend in the same process (bench/results/gpu-h100-2026-11-23-fa3v6.csv), s = 1k-16k:
-// d = 64 0.88-1.00x (causal 0.82-0.93x), d = 128 0.82-0.98x (causal 0.82-1.03x), d = 256 0.78-0.86x
-// (causal 0.75-0.84x); against our fa2 at d = 128, s >= 4k: 1.57-1.67x (causal 1.47-1.71x).
+// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-23, this code (v7 with two consumers), bf16, batch x
+// seqlen = 16k, heads x d = 2048, against SDPA's cuDNN backend in the same process
+// (bench/results/gpu-h100-2026-11-23-fa3-final.csv), s = 1k-16k: d = 64 0.86-1.01x (causal 0.82-0.95x),
+// d = 128 0.87-0.99x (causal 0.83-1.00x), d = 256 0.78-0.87x (causal 0.76-0.81x); against our fa2 at
+// d = 128, s >= 4k: 1.54-1.63x.
 //
 // Version index (bench/gpu_compare.py, bench/ab_libs.py --kernel fa3; H100, the sweep above, TFLOP/s at
 // d = 128 s = 16k non-causal / causal with cuDNN's in the same run; full entries in gpu/HISTORY.md):
