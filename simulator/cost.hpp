@@ -20,6 +20,7 @@ struct Cost {
   double ctas = 0, ctas_per_sm = 0, waves = 0, occupancy = 0;
   double launches = 0;
   double t_tensor = 0, t_smem = 0, t_exp = 0, t_fp32 = 0, t_hbm = 0, t_l2 = 0, t_launch = 0;
+  double t_wait = 0;                  // SMs idle on their own warps: exchanges and exposed latencies
   double time_s = 0;
   int64_t block_m = 0, block_n = 0;   // Br, Bc of the first kernel (0 for standard)
 
@@ -38,7 +39,7 @@ struct Cost {
       &Cost::flops,    &Cost::exp_ops, &Cost::other_flops, &Cost::hbm_read_bytes, &Cost::hbm_write_bytes,
       &Cost::l2_bytes, &Cost::l2_hit_bytes, &Cost::ctas,  &Cost::waves,          &Cost::launches,
       &Cost::t_tensor, &Cost::t_smem,  &Cost::t_exp,       &Cost::t_fp32,         &Cost::t_hbm,
-      &Cost::t_l2,     &Cost::t_launch, &Cost::time_s};
+      &Cost::t_l2,     &Cost::t_launch, &Cost::t_wait,  &Cost::time_s};
   static constexpr double Cost::*kLargest[] = {&Cost::sram_bytes, &Cost::ctas_per_sm, &Cost::occupancy};
 };
 

@@ -101,6 +101,11 @@ GpuSpec parse(const json& j, const std::string& file) {
   if (j.contains("dram_latency_s")) g.dram_latency_s = number(j, "dram_latency_s", file);
   // Optional: measured on the H100 (microbench.cu); without it exchanges between warps cost nothing.
   if (j.contains("barrier_round_trip_s")) g.barrier_round_trip_s = number(j, "barrier_round_trip_s", file);
+  // Optional: measured on the H100 (microbench.cu); without them phase boundaries cost nothing.
+  if (j.contains("latency_s")) {
+    g.latency = {number(j, "latency_s.mma_sync", file), number(j, "latency_s.ldmatrix", file),
+                 number(j, "latency_s.ex2", file), number(j, "latency_s.fp32", file), number(j, "latency_s.shfl", file)};
+  }
   // Optional: a measured read + write copy rate; without it elementwise kernels use the read fraction.
   g.hbm_copy_fraction = j.contains("hbm_copy_fraction") ? number(j, "hbm_copy_fraction", file) : g.hbm_achievable_fraction;
   for (auto [v, name] : {std::pair{g.sm_count, "sm_count"}, {g.clock_ghz, "clock_ghz"}, {g.l2_bytes, "l2_bytes"},

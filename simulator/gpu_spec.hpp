@@ -28,6 +28,11 @@ struct GpuSpec {
   double fp32_flops = 0, exp_per_s = 0, kernel_launch_s = 0;
   double dram_latency_s = 0;                              // optional: 0 when the preset has none
   double barrier_round_trip_s = 0;                        // optional: one shared-memory exchange between warps
+  // Optional: seconds from issue to result of one dependent instruction (a warp alone on its scheduler waits
+  // these out at every phase boundary); all 0 when the preset has none.
+  struct Latencies {
+    double mma_sync = 0, ldmatrix = 0, ex2 = 0, fp32 = 0, shfl = 0;
+  } latency;
 
   double tensor_peak(DType dtype) const;                  // FLOP/s for this storage dtype
   double hbm_copy_fraction = 0;                           // read + write streams (elementwise kernels)

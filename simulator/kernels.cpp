@@ -45,6 +45,31 @@ constexpr double kFa1StepRows = 16, kFa1Exchanges = 3;
 // dQ), and sdO's reuse before the next dO_i load. flashlab's gpu/fa2_bwd.cu has two (the step's tiles;
 // P^T and dS^T): it double-buffers dO_i as well.
 constexpr double kFa2BackwardExchanges = 3, kFlashlabBackwardExchanges = 2;
+// A CTA alone on its SM (FA1's forward: 4 warps, one per scheduler; the backward's 8 warps of 255 registers)
+// has no other CTA's warps to issue while its own wait, and its warps meet at a barrier every step, so they
+// cross the step's phases together: every phase boundary's dependent result is waited out in full, at the
+// latencies microbench.cu measures (gpu_spec `latency_s`). A phase boundary is
+//   a GEMM      its first fragments' ldmatrix before the first mma.sync, its last mma.sync before the
+//               result is read;
+//   a row reduction across the four threads that share a row (quad): two shfl.bfly, each followed by the
+//               FP32 op that combines (the thread-local chains interleave a thread's rows and are counted
+//               as FP32 issue in the softmax's rate);
+//   the exp     ex2's latency before P is packed for the next GEMM.
+// With two or more CTAs per SM the other CTA's warps, in another phase, issue meanwhile: nothing is charged.
+struct Phases {
+  double gemms = 0, quad_reductions = 0, exps = 0;
+};
+double exposed_latency_s(const GpuSpec& g, const Phases& p) {
+  const GpuSpec::Latencies& l = g.latency;
+  return p.gemms * (l.ldmatrix + l.mma_sync) + p.quad_reductions * 2 * (l.shfl + l.fp32) + p.exps * l.ex2;
+}
+// Per step of each kernel: FA1's forward (16 rows x Bc): S, P V; the row max and the row sum; one exp.
+// FA2's forward (a tile): S, P V; the row max (FA2 keeps its row sums inside the thread until the end);
+// one exp. The backward (a tile): five GEMMs, one exp (P from the stored LSE, no reduction); FA1's adds the
+// row sum D_i = rowsum(dO_i o O_i) it computes on chip at every step.
+constexpr Phases kFa1ForwardStep{2, 2, 1}, kFa2ForwardTile{2, 1, 1}, kFa2BackwardTile{5, 0, 1},
+    kFa1BackwardTile{5, 1, 1};
+
 // FA3's forward and cuDNN's double-buffer K and V through TMA.
 constexpr double kFa3Stages = 2;
 // The FA3 warpgroups: a producer and two consumers.
@@ -179,20 +204,21 @@ ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool bac
       tensor_phase += overlap(t, s, kGemmStepsInFlight);
     }
     // P and dS are written to shared memory for the GEMMs that read them transposed (dV, dK, dQ).
-    double p_ds_writes = algo == Algo::fa3 ? 0.0 : 2.0 * e / smem_per_sm;
+    const double p_ds_writes = algo == Algo::fa3 ? 0.0 : 2.0 * e / smem_per_sm;
     c.smem += p_ds_writes;
-    if (algo == Algo::fa1 && shape.ctas_per_sm == 1)  // FA1's exchanges between warps, every 16 rows
-      p_ds_writes += kFa1Exchanges * g.barrier_round_trip_s / (kFa1StepRows * Bc);
-    // FA2's backward hands data between its warps through shared memory three times a tile, each behind a
-    // __syncthreads; a CTA alone on its SM (as it is at d <= 128: 8 warps and 255 registers a thread)
-    // waits each one out with no other CTA to run meanwhile.
-    if (algo == Algo::fa2 && shape.ctas_per_sm == 1)
-      p_ds_writes += shape.exchanges_per_tile * g.barrier_round_trip_s / (Br * Bc);
+    // A CTA alone on its SM (as FA2's is at d <= 128: 8 warps and 255 registers a thread) waits out, with no
+    // other CTA to run meanwhile, its exchanges between warps (FA1: every 16 rows; FA2: three hand-offs
+    // through shared memory a tile, each behind a __syncthreads) and its phase boundaries.
+    if (algo != Algo::fa3 && shape.ctas_per_sm == 1) {
+      c.wait = algo == Algo::fa1 ? kFa1Exchanges * g.barrier_round_trip_s / (kFa1StepRows * Bc)
+                                 : shape.exchanges_per_tile * g.barrier_round_trip_s / (Br * Bc);
+      c.wait += exposed_latency_s(g, algo == Algo::fa1 ? kFa1BackwardTile : kFa2BackwardTile) / (Br * Bc);
+    }
     c.fp32_ops = kBackwardOps;
     c.fp32 = c.fp32_ops / fp32_per_sm;
     const int streams = algo == Algo::fa3 ? 2 : 1;
-    c.full = overlap(tensor_phase + p_ds_writes, std::max(c.exp, c.fp32), streams);
-    c.partial = overlap(tensor_phase + p_ds_writes, std::max(c.exp, c.fp32 + mask), streams);
+    c.full = overlap(tensor_phase + p_ds_writes + c.wait, std::max(c.exp, c.fp32), streams);
+    c.partial = overlap(tensor_phase + p_ds_writes + c.wait, std::max(c.exp, c.fp32 + mask), streams);
     return c;
   }
 
@@ -206,6 +232,7 @@ ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool bac
       c.smem = (Br * d + warps * Bc * (d + dv)) * e / (Br * Bc) / smem_per_sm;
       tensor_phase = overlap(c.tensor, c.smem, kGemmStepsInFlight);
       c.fp32_ops = kSoftmaxOps + dv / Bc;
+      if (shape.ctas_per_sm == 1) c.wait = exposed_latency_s(g, kFa2ForwardTile) / (Br * Bc);
       break;
     case Algo::fa1: {
       // Sliced K: each warp takes Bc / warps columns of the K/V block and all Br rows of Q_i, so every
@@ -216,7 +243,8 @@ ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool bac
       const double combine = 2.0 * warps * dv * 4.0 / Bc / smem_per_sm;  // write all partials, read them back
       c.smem += combine;
       serial = combine;
-      if (shape.ctas_per_sm == 1) serial += kFa1Exchanges * g.barrier_round_trip_s / (kFa1StepRows * Bc);
+      if (shape.ctas_per_sm == 1)
+        c.wait = (kFa1Exchanges * g.barrier_round_trip_s + exposed_latency_s(g, kFa1ForwardStep)) / (kFa1StepRows * Bc);
       c.fp32_ops = kSoftmaxOps + kFa1RescaleOps * dv / Bc;
       break;
     }
@@ -229,6 +257,7 @@ ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool bac
     default: break;
   }
   c.fp32 = c.fp32_ops / fp32_per_sm;
+  serial += c.wait;
   c.full = overlap(tensor_phase, std::max(c.exp, c.fp32), streams) + serial;
   c.partial = overlap(tensor_phase, std::max(c.exp, c.fp32 + mask), streams) + serial;
   return c;

@@ -47,6 +47,7 @@ struct KernelShape {
 // Seconds per element of S on one SM, by unit, and the whole step.
 struct ElementCost {
   double tensor = 0, smem = 0, exp = 0, fp32 = 0;  // the units' busy time
+  double wait = 0;                                 // a lone CTA's waits: exchanges, exposed latencies
   double full = 0, partial = 0;                    // a step of a full tile, of a tile on the mask's edge
   double fp32_ops = 0;                             // FP32 lane instructions per element (without the mask's)
   double mask_ops = 0;                             // the extra ones per element of a tile on the mask's edge

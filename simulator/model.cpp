@@ -116,10 +116,11 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   setup.slots = static_cast<int64_t>(sharing * g.sm_count);
   setup.l2_capacity = g.l2_shared_bytes();
   setup.replacement = o.l2_replacement;
-  // A CTA alone on its SM waits for its first loads (Q_i, K_j, V_j from DRAM) and for its last stores to
-  // drain, with no other CTA to run meanwhile: two DRAM round trips. With two or more CTAs an SM the
-  // others hide them; a persistent kernel's producer warp loads the next tile during this one.
-  setup.cta_start_s = sharing == 1 && !shape.persistent ? 2 * g.dram_latency_s : 0.0;
+  // Every CTA waits for its first loads (Q_i and its first K/V block, from DRAM) before its first GEMM: one
+  // round trip in which its slot computes nothing (the other CTAs on the SM go on at their shared rate). A
+  // CTA alone on its SM also waits for its last stores to drain: two. A persistent kernel's producer warp
+  // loads the next tile during this one: none.
+  setup.cta_start_s = shape.persistent ? 0.0 : (sharing == 1 ? 2 : 1) * g.dram_latency_s;
   KernelTimeline* tl = nullptr;
   if (o.timeline) {
     o.timeline->push_back({to_string(algo) + (backward ? " backward" : " forward"), setup.slots, setup.sms, 0, {}});
@@ -142,13 +143,14 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   const double tensor_rate = g.tensor_peak(p.dtype) * (algo == Algo::fa3 ? g.wgmma_fraction : g.mma_sync_fraction);
   c.t_tensor = c.flops / tensor_rate;
   c.t_smem = heads_elements * unit.smem / g.sm_count;
+  c.t_wait = heads_elements * unit.wait / g.sm_count;
   c.t_exp = c.exp_ops / g.exp_per_s;
   c.t_fp32 = c.other_flops / g.fp32_ops_per_s();
   c.t_hbm = (c.hbm_read_bytes + c.hbm_write_bytes) / g.hbm_effective();
   c.t_l2 = c.l2_bytes / g.l2_bandwidth;
   c.t_launch = g.kernel_launch_s;
-  // The first wave's loads come from DRAM before any CTA can compute: one round trip the replay's
-  // per-CTA costs do not already hold.
+  // The first wave's loads come from DRAM before any CTA can compute: one round trip, already in the
+  // replay's per-CTA costs except for a persistent kernel.
   const double first_loads = setup.cta_start_s > 0 ? 0.0 : g.dram_latency_s;
   c.time_s = std::max({r.makespan_s + first_loads, c.t_hbm, c.t_l2}) + c.t_launch;
 
@@ -201,7 +203,7 @@ Estimate estimate(const Problem& p, const GpuSpec& g, Algo algo, Pass pass, cons
   e.peak_hbm_bytes = peak_hbm(p, algo, pass);
   const std::pair<double, const char*> ceilings[] = {{e.t_tensor, "tensor"}, {e.t_smem, "smem"}, {e.t_exp, "exp"},
                                                       {e.t_fp32, "fp32"},     {e.t_hbm, "hbm"},   {e.t_l2, "l2"},
-                                                      {e.t_launch, "launch"}};
+                                                      {e.t_launch, "launch"}, {e.t_wait, "latency"}};
   e.bound = std::max_element(std::begin(ceilings), std::end(ceilings))->second;
   if (e.peak_hbm_bytes > g.hbm_bytes) e.bound = "out of memory";
   return e;

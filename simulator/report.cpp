@@ -15,7 +15,7 @@ std::vector<std::pair<const char*, nlohmann::json>> fields(const Estimate& e) {
           {"hbm_write_bytes", e.hbm_write_bytes}, {"l2_bytes", e.l2_bytes}, {"sram_bytes", e.sram_bytes},
           {"ctas", e.ctas}, {"ctas_per_sm", e.ctas_per_sm}, {"waves", e.waves}, {"occupancy", e.occupancy},
           {"peak_hbm_bytes", e.peak_hbm_bytes}, {"t_tensor_s", e.t_tensor}, {"t_smem_s", e.t_smem}, {"t_exp_s", e.t_exp},
-          {"t_fp32_s", e.t_fp32}, {"t_hbm_s", e.t_hbm}, {"t_l2_s", e.t_l2}, {"t_launch_s", e.t_launch},
+          {"t_fp32_s", e.t_fp32}, {"t_hbm_s", e.t_hbm}, {"t_l2_s", e.t_l2}, {"t_launch_s", e.t_launch}, {"t_wait_s", e.t_wait},
           {"time_s", e.time_s}, {"bound", e.bound}, {"speedup_vs_standard", e.speedup_vs_standard}};
 }
 

@@ -19,7 +19,9 @@
 //   latencies     one warp on one SM, one dependent chain each, clock64(): clocks from issue to result of
 //                 mma.sync m16n8k16 (the accumulator feeds the next), ex2.approx (the result feeds the next)
 //                 and ldmatrix.x4 (the next address comes from the data loaded): what a warp alone on its
-//                 scheduler waits at every phase boundary of FA2's loop (GEMM -> softmax -> GEMM)
+//                 scheduler waits at every phase boundary of FA2's loop (GEMM -> softmax -> GEMM); add.f32
+//                 and max.f32 (the row sum's and row max's chain over a thread's elements) and shfl.bfly (the
+//                 reduction across a row's four threads)
 //   mma_ldmatrix  FA2's forward GEMM S = Q K^T at d = 128 in miniature, at FA2's occupancy (2 CTAs of 4 warps
 //                 per SM): every k-step a warp ldmatrix-loads the next k-step's fragments (6 ldmatrix.x4: 2 of
 //                 Q, 4 of K) and issues the 16 mma.sync of this one from the fragments loaded a step before;
@@ -234,6 +236,36 @@ __global__ void ldmatrix_latency_kernel(float* sink, long long* clocks) {
   }
   const long long t1 = clock64();
   if (u == 0x12345678u) sink[threadIdx.x] = 1;
+  if (threadIdx.x == 0) *clocks = t1 - t0;
+}
+
+// The softmax's row reductions: a dependent chain of FP32 adds or maxima (a thread's elements of one row,
+// reduced in order, as flash-attn's thread_reduce_ loops), then the butterfly shuffles across the row's quad.
+__global__ void fadd_latency_kernel(float* sink, long long* clocks) {
+  float x = 0.001f * threadIdx.x, y = 1e-7f * (threadIdx.x + 1);
+  const long long t0 = clock64();
+  for (int it = 0; it < kLatencyHops; ++it) asm volatile("add.f32 %0, %0, %1;" : "+f"(x) : "f"(y));
+  const long long t1 = clock64();
+  if (x == 1.2345f) sink[threadIdx.x] = x;
+  if (threadIdx.x == 0) *clocks = t1 - t0;
+}
+__global__ void fmax_latency_kernel(float* sink, long long* clocks) {
+  float x = 0.001f * threadIdx.x, y = -1e-7f * (threadIdx.x + 1);
+  const long long t0 = clock64();
+  for (int it = 0; it < kLatencyHops; ++it) {
+    asm volatile("max.f32 %0, %0, %1;" : "+f"(x) : "f"(y));
+    y = -y;  // a new operand each step (an FP32 op beside the chain, as the row's next element)
+  }
+  const long long t1 = clock64();
+  if (x == 1.2345f) sink[threadIdx.x] = x;
+  if (threadIdx.x == 0) *clocks = t1 - t0;
+}
+__global__ void shfl_latency_kernel(float* sink, long long* clocks) {
+  float x = 0.001f * threadIdx.x;
+  const long long t0 = clock64();
+  for (int it = 0; it < kLatencyHops; ++it) x = __shfl_xor_sync(0xffffffffu, x, 1 + (it & 1));
+  const long long t1 = clock64();
+  if (x == 1.2345f) sink[threadIdx.x] = x;
   if (threadIdx.x == 0) *clocks = t1 - t0;
 }
 
@@ -464,8 +496,11 @@ int main() {
   };
   const double lat_mma = latency(mma_latency_kernel), lat_ex2 = latency(ex2_latency_kernel),
                lat_ldsm = latency(ldmatrix_latency_kernel);
+  const double lat_fadd = latency(fadd_latency_kernel), lat_fmax = latency(fmax_latency_kernel),
+               lat_shfl = latency(shfl_latency_kernel);
   CHECK(cudaFree(d_clocks));
-  std::fprintf(stderr, "  latency (clocks): mma.sync %.1f, ex2 %.1f, ldmatrix.x4 %.1f\n", lat_mma, lat_ex2, lat_ldsm);
+  std::fprintf(stderr, "  latency (clocks): mma.sync %.1f, ex2 %.1f, ldmatrix.x4 %.1f, add.f32 %.1f, max.f32 %.1f, shfl.bfly %.1f\n",
+               lat_mma, lat_ex2, lat_ldsm, lat_fadd, lat_fmax, lat_shfl);
 
   // FA2's S = Q K^T in miniature at FA2's occupancy: both, MMAs alone, ldmatrix alone.
   const int gemm_iters = 512;
@@ -617,8 +652,9 @@ int main() {
   std::printf("  \"ldmatrix_bytes_per_s\": %.6e,\n  \"ldmatrix_bytes_per_sm_per_clk\": %.1f,\n", ldm_bytes,
               ldm_bytes * per_sm_clk);
   std::printf("  \"latency_clocks\": {\"mma_sync_m16n8k16_bf16\": %.1f, \"ex2_approx_f32\": %.1f, \"ldmatrix_x4\": %.1f, "
+              "\"add_f32\": %.1f, \"max_f32\": %.1f, \"shfl_bfly\": %.1f, "
               "\"method\": \"one warp, %d dependent steps, clock64(), best of 5\"},\n",
-              lat_mma, lat_ex2, lat_ldsm, kLatencyHops);
+              lat_mma, lat_ex2, lat_ldsm, lat_fadd, lat_fmax, lat_shfl, kLatencyHops);
   std::printf("  \"fa2_qk_gemm_mma_ldmatrix\": {\"both_s\": %.6e, \"mma_alone_s\": %.6e, \"ldmatrix_alone_s\": %.6e, "
               "\"method\": \"2 CTAs of 4 warps per SM, %d passes of 8 k-steps: 6 ldmatrix.x4 of step k+1 and 16 mma.sync of step k a warp\"},\n",
               t_gemm[0], t_gemm[1], t_gemm[2], gemm_iters);
