@@ -14,7 +14,8 @@
 //                 dim, five GEMMs a step (mma.cuh mma_pair / mma_acc through Ldsm):
 //                   S^T = K_j Q_i^T, dP^T = V_j dO_i^T
 //                   P^T = exp2(S^T scale log2e - LSE2), dS^T / scale = P^T o (dP^T - D)   (prob_grad,
-//                     softcap's derivative folded in; edge tiles masked with two compares an element)
+//                     softcap's derivative folded in; ALiBi's bias off the score, dropout's keep / (1 - p)
+//                     on dP and on P for dV (a kExtras instantiation); edge tiles masked with two compares)
 //                   P^T, dS^T -> shared memory (the transposes the next MMAs read)
 //                   dV_j += P^T dO_i, dK_j += dS^T Q_i                   (in registers)
 //                   dQ_i += dS K_j                  (red.add into the fp32 scratch, 16 bytes a lane on sm_90)
@@ -54,6 +55,7 @@
 #include <string>
 
 #include "cuda_check.hpp"
+#include "flashlab/dropout.hpp"
 #include "kernels.hpp"
 #include "mma.cuh"
 #include "sequence.cuh"
@@ -120,17 +122,39 @@ __global__ void __launch_bounds__(256) preprocess_kernel(const BackwardParams p)
 //   P = exp2(s' log2e - LSE2),  dS = P (dP - D) ds'/ds,  s' = s scale or cap tanh(s scale / cap).
 // ds'/ds's factor `scale` is left out, as FA2 leaves it: dK and dQ, sums of dS times K or Q, take it
 // once at the end instead of every score.
-template <bool kSoftcap>
-__device__ __forceinline__ void prob_grad(float& s, float& dp, float lse2, float dsum, const BackwardParams& p) {
+// With kExtras, ALiBi's bias (bias2 = slope |i + sk - sq - j| log2e) comes off s' before the exp, and
+// dropout's scale z = keep / (1 - p) enters twice: dS = P (z dP - D), and s -> z P, the P~ of dV += P~^T dO.
+template <bool kSoftcap, bool kExtras = false>
+__device__ __forceinline__ void prob_grad(float& s, float& dp, float lse2, float dsum, const BackwardParams& p,
+                                          float bias2 = 0.f, float z = 1.f) {
+  if constexpr (kExtras) dp *= z;
   if constexpr (kSoftcap) {
     const float t = tanhf(s * (p.scale / p.softcap));
-    s = exp2_fast(p.softcap * kLog2e * t - lse2);
+    s = exp2_fast(p.softcap * kLog2e * t - (kExtras ? bias2 + lse2 : lse2));
     dp = s * (dp - dsum) * (1.f - t * t);
   } else {
-    s = exp2_fast(fmaf(s, p.scale * kLog2e, -lse2));
+    s = exp2_fast(fmaf(s, p.scale * kLog2e, -(kExtras ? bias2 + lse2 : lse2)));
     dp = s * (dp - dsum);
   }
+  if constexpr (kExtras) s *= z;
 }
+
+// ALiBi's bias in log2 units and dropout's scale for score (row, key) of head h: what prob_grad takes.
+struct Extras {
+  float slope2 = 0.f;  // slope[h] log2e; 0: no ALiBi
+  uint64_t key = 0;    // dropout::head_key(seed, b, h)
+  __device__ Extras(const BackwardParams& p, int b, int h)
+      : slope2(p.alibi_slopes ? p.alibi_slopes[h] * kLog2e : 0.f),
+        key(p.dropout_threshold ? flashlab::dropout::head_key(p.dropout_seed, b, h) : 0) {}
+  __device__ float bias2(int row, int key_col, int diag_offset) const {
+    return slope2 * fabsf(float(row + diag_offset - key_col));
+  }
+  __device__ float z(const BackwardParams& p, int row, int key_col) const {
+    if (!p.dropout_threshold) return 1.f;
+    return flashlab::dropout::keep(key, uint64_t(row), uint64_t(key_col), p.dropout_threshold) ? p.dropout_keep_scale
+                                                                                              : 0.f;
+  }
+};
 
 // Adds one thread's share of two adjacent 16 x 8 accumulator tiles of dQ (columns col0 .. col0 + 15 of one
 // row, C-fragment layout: this lane holds (c, c + 1) of each, c = col0 + tc) into the fp32 scratch row,
@@ -182,7 +206,7 @@ struct KVSmem {
 // kKT: 16-key MMA tiles per warp (a Q / dO fragment read from shared memory feeds kKT MMAs);
 // kMinBlocks: CTAs an SM should hold at once (caps the registers at 65536 / (256 kMinBlocks)); 0 leaves
 // the register count to ptxas.
-template <int D, int kBcKV, int kBr, int kKT, int kMinBlocks, typename T, bool kSoftcap>
+template <int D, int kBcKV, int kBr, int kKT, int kMinBlocks, typename T, bool kSoftcap, bool kExtras>
 __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const BackwardParams p) {
   constexpr int kKG = kBcKV / (16 * kKT);  // S^T, dK, dV: warps along the keys (16 kKT each) ...
   constexpr int kCH = kWarpsKV / kKG;      // ... and along the queries (S^T) or head_dim (dK, dV)
@@ -277,15 +301,29 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
     mma_pair<T, D / 16>(acc_s, acc_dp, ldsm_kv, k_rows, v_rows, ldsm_qo, q_rows, do_rows);
 
     // P^T and dS^T (in place of S^T and dP^T), masked where the tile crosses the mask's edge.
+    if constexpr (kExtras) {  // ALiBi and dropout: per (query row, key) of head h
+      const Extras ex(p, b, h);
 #pragma unroll
-    for (int mt = 0; mt < kKT; ++mt)
+      for (int mt = 0; mt < kKT; ++mt)
 #pragma unroll
-      for (int n = 0; n < kQ / 8; ++n)
+        for (int n = 0; n < kQ / 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int qc = wc * kQ + n * 8 + tc + (e & 1);
-          prob_grad<kSoftcap>(acc_s[mt][n][e], acc_dp[mt][n][e], sm.lse2[stage][qc], sm.dsum[stage][qc], p);
-        }
+          for (int e = 0; e < 4; ++e) {
+            const int qc = wc * kQ + n * 8 + tc + (e & 1), row = row0 + qc, key = key0 + key_of(mt, e / 2);
+            prob_grad<kSoftcap, true>(acc_s[mt][n][e], acc_dp[mt][n][e], sm.lse2[stage][qc], sm.dsum[stage][qc], p,
+                                      ex.bias2(row, key, s.sk - s.sq), ex.z(p, row, key));
+          }
+    } else {
+#pragma unroll
+      for (int mt = 0; mt < kKT; ++mt)
+#pragma unroll
+        for (int n = 0; n < kQ / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int qc = wc * kQ + n * 8 + tc + (e & 1);
+            prob_grad<kSoftcap>(acc_s[mt][n][e], acc_dp[mt][n][e], sm.lse2[stage][qc], sm.dsum[stage][qc], p);
+          }
+    }
     const int last_row = min(row0 + kBr, s.sq) - 1;
     if (!(key0 >= col_begin(last_row, s.sq, s.sk, p.window_left) &&
           key0 + kBcKV <= col_end(row0, s.sq, s.sk, p.window_right))) {
@@ -381,7 +419,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
 // fa2_backward_dq_shape (Config checks it).
 constexpr int kWarpsQ = 4, kThreadsQ = 32 * kWarpsQ, kBrQ = 16 * kWarpsQ;
 
-template <int D, int kBc, typename T, bool kSoftcap>
+template <int D, int kBc, typename T, bool kSoftcap, bool kExtras>
 __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (Br, D)
@@ -447,10 +485,22 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
     zero(acc_s);
     zero(acc_dp);
     mma_pair<T, D / 16>(s_tiles, dp_tiles, ldsm_qo, q_rows, do_rows, ldsm_kv, k_tile, v_tile);
+    if constexpr (kExtras) {  // ALiBi and dropout: per (query row, key)
+      const Extras ex(p, b, h);
 #pragma unroll
-    for (int n = 0; n < kBc / 8; ++n)
+      for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) prob_grad<kSoftcap>(acc_s[n][e], acc_dp[n][e], lse2[e / 2], dsum[e / 2], p);
+        for (int e = 0; e < 4; ++e) {
+          const int row = my_row[e / 2], key = j * kBc + n * 8 + tc + (e & 1);
+          prob_grad<kSoftcap, true>(acc_s[n][e], acc_dp[n][e], lse2[e / 2], dsum[e / 2], p,
+                                    ex.bias2(row, key, s.sk - s.sq), ex.z(p, row, key));
+        }
+    } else {
+#pragma unroll
+      for (int n = 0; n < kBc / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) prob_grad<kSoftcap>(acc_s[n][e], acc_dp[n][e], lse2[e / 2], dsum[e / 2], p);
+    }
     if (blocks.needs_mask(j)) {
 #pragma unroll
       for (int n = 0; n < kBc / 8; ++n)
@@ -533,8 +583,11 @@ void allow_smem(Kernel kernel, size_t bytes) {
 template <int D, int kBc, int kBr, typename T, int kKT, int kMinBlocks = 0>
 void launch_dkdv(const BackwardParams& p, bool cap, cudaStream_t stream) {
   constexpr size_t smem = sizeof(KVSmem<D, kBc, kBr, T>);
-  auto kernel = cap ? dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, true>
-                    : dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, false>;
+  const bool extras = p.has_extras();
+  auto kernel = cap ? (extras ? dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, true, true>
+                              : dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, true, false>)
+                    : (extras ? dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, false, true>
+                              : dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, false, false>);
   allow_smem(kernel, smem);
   kernel<<<dim3((p.seqlen_k + kBc - 1) / kBc, p.heads_kv, p.batch), kThreadsKV, smem, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
@@ -621,7 +674,9 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
   if (p.deterministic) {
     constexpr size_t q_smem = size_t(2 * kBrQ + 4 * C::kBcQ) * D * sizeof(T);
     static_assert(q_smem == size_t(C::dq.smem_bytes), "dq_kernel's shared memory as shapes.hpp has it");
-    auto dq = cap ? dq_kernel<D, C::kBcQ, T, true> : dq_kernel<D, C::kBcQ, T, false>;
+    const bool extras = p.has_extras();
+    auto dq = cap ? (extras ? dq_kernel<D, C::kBcQ, T, true, true> : dq_kernel<D, C::kBcQ, T, true, false>)
+                  : (extras ? dq_kernel<D, C::kBcQ, T, false, true> : dq_kernel<D, C::kBcQ, T, false, false>);
     allow_smem(dq, q_smem);
     dq<<<dim3((p.seqlen_q + kBrQ - 1) / kBrQ, p.heads_q, p.batch), kThreadsQ, q_smem, stream>>>(p);
   } else {

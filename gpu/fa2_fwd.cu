@@ -1,6 +1,8 @@
 // fa2: FlashAttention-2 forward on tensor cores, head dims 64 and 128 (every multiple of 8 up to 128,
 // zero-padded); head dim 256 runs fa2_fwd_pairs.cu. bf16 / fp16 in, fp32 accumulate; causal and
-// sliding-window masks (bottom-right), softcap, GQA/MQA, seqlen_q != seqlen_k, varlen, LSE out.
+// sliding-window masks (bottom-right), softcap, ALiBi and dropout (core's dropout.hpp, the CPU's mask bit
+// for bit; a kExtras instantiation, so the kernels without them are unchanged), GQA/MQA, seqlen_q !=
+// seqlen_k, varlen, LSE out.
 //
 // The kernel body, top to bottom, by role:
 //   scheduler  one CTA per (Q block of Br rows, head, batch): grid (ceil(seqlen_q / Br), heads_q, batch).
@@ -73,7 +75,7 @@ struct Shape {
 };
 
 // ---- the kernel
-template <class S, typename T, bool kSoftcap>
+template <class S, typename T, bool kSoftcap, bool kExtras>
 __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const AttentionParams p) {
   constexpr int D = S::D, kMT = S::kMT, kBc = S::kBc, kStages = S::kStages, kBr = S::kBr;
   constexpr int kThreads = S::kThreads;
@@ -105,6 +107,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   float acc_o[kMT][D / 8][4];
   float row_max[kMT][2], row_sum[kMT][2];
   int lo[kMT][2], hi[kMT][2];  // the columns each of this thread's rows sees
+  int rows[kMT][2], diag[kMT][2];  // this thread's rows, and their diagonal's column (ALiBi)
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
     zero(acc_o[mt]);
@@ -115,9 +118,14 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
       const int row = row0 + (warp * kMT + mt) * 16 + qrow + 8 * r;
       lo[mt][r] = col_begin(row, sq, sk, p.window_left);
       hi[mt][r] = col_end(row, sq, sk, p.window_right);
+      rows[mt][r] = row;
+      diag[mt][r] = row + sk - sq;
     }
   }
   const float c = kSoftcap ? kLog2e : p.scale * kLog2e;  // scores -> log2 units
+  // ALiBi's slope in the units of the scores (unscaled unless softcapped); dropout's key of this head.
+  const float slope = kExtras && p.alibi_slopes ? p.alibi_slopes[h] / (kSoftcap ? 1.f : p.scale) : 0.f;
+  const uint64_t drop_key = kExtras ? flashlab::dropout::head_key(p.dropout_seed, b, h) : 0;
   // ldmatrix addresses: four lane offsets an operand, and compile-time offsets for the blocks.
   const Ldsm<D, Frag::A> ldsm_q(lane);
   const Ldsm<D, Frag::B> ldsm_k(lane);
@@ -154,6 +162,10 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) softmax::softcap(acc_s[mt], p.softcap, p.scale / p.softcap);
     }
+    if (kExtras && slope != 0.f) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) softmax::alibi(acc_s[mt], j * kBc, qcol, diag[mt], slope);
+    }
     if (blocks.needs_mask(j)) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) softmax::mask(acc_s[mt], j * kBc, qcol, lo[mt], hi[mt]);
@@ -169,6 +181,8 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
       for (int r = 0; r < 2; ++r)  // row sums quad-reduced once, at the end
         alpha[r] = softmax::online_step(acc_s[mt], r, c, row_max[mt][r], row_sum[mt][r]);
       softmax::rescale(acc_o[mt], alpha);
+      if (kExtras && p.dropout_threshold != 0)  // after the row sums: the statistics are dropout's input
+        softmax::dropout(acc_s[mt], j * kBc, qcol, rows[mt], drop_key, p.dropout_threshold);
     }
 
     // O += P~ V_j: the S accumulators of two adjacent 8-key tiles form one 16-key A operand.
@@ -206,7 +220,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float l = softmax::quad_sum(row_sum[mt][r]);
-      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const float inv = l > 0.f ? (kExtras ? p.dropout_keep_scale : 1.f) / l : 0.f;
       const int tile_row = (warp * kMT + mt) * 16 + qrow + 8 * r, row = row0 + tile_row;
 #pragma unroll
       for (int n = 0; n < D / 8; ++n) {
@@ -252,7 +266,9 @@ using Default = typename DefaultOf<D>::type;
 template <class S, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
   constexpr size_t smem = size_t(S::smem_elems()) * sizeof(T);
-  auto kernel = p.softcap > 0.f ? fa2_forward_kernel<S, T, true> : fa2_forward_kernel<S, T, false>;
+  const bool cap = p.softcap > 0.f, extras = p.has_extras();
+  auto kernel = cap ? (extras ? fa2_forward_kernel<S, T, true, true> : fa2_forward_kernel<S, T, true, false>)
+                    : (extras ? fa2_forward_kernel<S, T, false, true> : fa2_forward_kernel<S, T, false, false>);
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const dim3 grid((p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch);
   kernel<<<grid, S::kThreads, smem, stream>>>(p);

@@ -76,7 +76,7 @@ static_assert(D == 256 && kShape.warp_pairs && kShape.stages == 1 && kThreads ==
                   kBr == kPairs * kPairRows && kMT == kShape.mma_tiles && kSmemBytes == size_t(kShape.smem_bytes),
               "shapes.hpp's fa2_forward_shape(256) must describe this kernel");
 
-template <typename T, bool kSoftcap>
+template <typename T, bool kSoftcap, bool kExtras>
 __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_pairs_kernel(const AttentionParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (Br, D)
@@ -110,6 +110,7 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
   float acc_o[kMT][kHalfCols / 8][4];
   float row_max[kMT][2], row_sum[kMT][2];
   int lo[kMT][2], hi[kMT][2];
+  int rows[kMT][2], diag[kMT][2];  // this thread's rows, and their diagonal's column (ALiBi)
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
     zero(acc_o[mt]);
@@ -120,9 +121,13 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
       const int row = row0 + pair_row0 + mt * 16 + qrow + 8 * r;
       lo[mt][r] = col_begin(row, sq, sk, p.window_left);
       hi[mt][r] = col_end(row, sq, sk, p.window_right);
+      rows[mt][r] = row;
+      diag[mt][r] = row + sk - sq;
     }
   }
   const float c = kSoftcap ? kLog2e : p.scale * kLog2e;
+  const float slope = kExtras && p.alibi_slopes ? p.alibi_slopes[h] / (kSoftcap ? 1.f : p.scale) : 0.f;
+  const uint64_t drop_key = kExtras ? flashlab::dropout::head_key(p.dropout_seed, b, h) : 0;
 
   // Shared addresses (bytes). Offsets by whole rows, or by multiples of 8 chunks, leave the swizzle's
   // lane parts unchanged, so one Ldsm an operand serves every warp's part of the tile.
@@ -163,6 +168,10 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) softmax::softcap(acc_s[mt], p.softcap, p.scale / p.softcap);
     }
+    if (kExtras && slope != 0.f) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) softmax::alibi(acc_s[mt], j * kBc + half * kHalfKeys, qcol, diag[mt], slope);
+    }
     if (blocks.needs_mask(j)) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) softmax::mask(acc_s[mt], j * kBc + half * kHalfKeys, qcol, lo[mt], hi[mt]);
@@ -199,6 +208,8 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
         row_sum[mt][r] = row_sum[mt][r] * alpha[r] + softmax::exp2_row(acc_s[mt], r, c, m_c);
       }
       softmax::rescale(acc_o[mt], alpha);
+      if (kExtras && p.dropout_threshold != 0)  // after the row sums: the statistics are dropout's input
+        softmax::dropout(acc_s[mt], j * kBc + half * kHalfKeys, qcol, rows[mt], drop_key, p.dropout_threshold);
 #pragma unroll
       for (int kk = 0; kk < kHalfKeys / 16; ++kk) {
         c_to_a<T>(p_frag[mt][kk], acc_s[mt][2 * kk], acc_s[mt][2 * kk + 1]);
@@ -245,7 +256,7 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
     for (int r = 0; r < 2; ++r) {
       const int pair_row = mt * 16 + qrow + 8 * r, tile_row = pair_row0 + pair_row, row = row0 + tile_row;
       const float l = row_sum[mt][r] + stat_other[pair_row];
-      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const float inv = l > 0.f ? (kExtras ? p.dropout_keep_scale : 1.f) / l : 0.f;
 #pragma unroll
       for (int n = 0; n < kHalfCols / 8; ++n)
         *reinterpret_cast<uint32_t*>(sQ + swizzled<D>(tile_row, half * kHalfCols + n * 8 + qcol)) =
@@ -267,7 +278,9 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
 
 template <typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
-  auto kernel = p.softcap > 0.f ? fa2_forward_pairs_kernel<T, true> : fa2_forward_pairs_kernel<T, false>;
+  const bool cap = p.softcap > 0.f, extras = p.has_extras();
+  auto kernel = cap ? (extras ? fa2_forward_pairs_kernel<T, true, true> : fa2_forward_pairs_kernel<T, true, false>)
+                    : (extras ? fa2_forward_pairs_kernel<T, false, true> : fa2_forward_pairs_kernel<T, false, false>);
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
   const dim3 grid((p.seqlen_q + kBr - 1) / kBr, p.heads_q, p.batch);
   kernel<<<grid, kThreads, kSmemBytes, stream>>>(p);

@@ -5,6 +5,7 @@
 
 #include "cuda_check.hpp"
 #include "device.hpp"
+#include "flashlab/dropout.hpp"
 #include "kernels.hpp"
 
 namespace flashlab::gpu {
@@ -88,6 +89,25 @@ struct DeviceSeqlens {
   }
 };
 
+// ALiBi's slopes on the device (one per query head) and dropout's seed, threshold and scale, when the
+// problem asks for them.
+struct DeviceExtras {
+  DeviceBuffer slopes;
+  DeviceExtras(const Problem& p, AttentionParams& a) : slopes(p.alibi ? size_t(p.heads_q) * 4 : 4) {
+    if (p.alibi) {
+      std::vector<float> s(size_t(p.heads_q));
+      for (int64_t h = 0; h < p.heads_q; ++h) s[size_t(h)] = float(p.alibi_slope(h));
+      FLASHLAB_CUDA(cudaMemcpy(slopes.ptr, s.data(), s.size() * 4, cudaMemcpyHostToDevice));
+      a.alibi_slopes = static_cast<const float*>(slopes.ptr);
+    }
+    if (p.dropout_p > 0) {
+      a.dropout_seed = p.seed;
+      a.dropout_threshold = dropout::threshold(p.dropout_p);
+      a.dropout_keep_scale = float(1.0 / (1.0 - p.dropout_p));
+    }
+  }
+};
+
 // A device copy of a host tensor in the kernel's dtype, or of the given byte count poisoned with NaN.
 DeviceBuffer uploaded(const Tensor& t, Dtype d) {
   DeviceBuffer b(t.data.size() * elem_size(d));
@@ -105,8 +125,8 @@ DeviceBuffer poisoned(size_t bytes) {
 std::string unsupported(const std::string& kernel, const Problem& p) {
   const DeviceInfo dev = probe_device();
   if (!dev.available) return "skipped: " + dev.reason;
-  if (p.alibi) return "unsupported: ALiBi";
-  if (p.dropout_p > 0) return "unsupported: dropout";
+  if (kernel != "fa2" && p.alibi) return "unsupported: ALiBi (fa2 has it)";
+  if (kernel != "fa2" && p.dropout_p > 0) return "unsupported: dropout (fa2 has it)";
   if (p.dv() != p.head_dim) return "unsupported: head_dim_v != head_dim";
   if (kernel == "fa2") {
     if (p.dtype == DType::fp32) return "unsupported: fp32 (fa2 runs bf16 and fp16)";
@@ -160,6 +180,7 @@ HostForward run_forward(const std::string& kernel, const Problem& p, const Tenso
   a.lse = static_cast<float*>(dlse.ptr);
 
   DeviceSeqlens seqlens(p, a);
+  DeviceExtras extras(p, a);
 
   if (kernel == "fa2") {
     fa2_forward(a, nullptr);
@@ -198,6 +219,7 @@ HostBackward run_backward(const std::string& kernel, const Problem& p, const Ten
   static_cast<AttentionParams&>(a) = params_of(p, dt);
   a.deterministic = deterministic;
   DeviceSeqlens seqlens(p, a);
+  DeviceExtras extras(p, a);
   DeviceBuffer q_in = uploaded(q, dt), k_in = uploaded(k, dt), v_in = uploaded(v, dt);
   DeviceBuffer d_o_in = uploaded(d_o, dt), o_in = uploaded(o, dt), lse_in(lse.data.size() * 4);
   FLASHLAB_CUDA(cudaMemcpy(lse_in.ptr, lse.ptr(), lse.data.size() * 4, cudaMemcpyHostToDevice));

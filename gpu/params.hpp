@@ -30,6 +30,14 @@ struct AttentionParams {
   int window_left = -1;       // -1: unbounded (causal is window_right = 0)
   int window_right = -1;
   Dtype dtype = Dtype::bf16;
+  // ALiBi: score -= slope[h] |i + seqlen_k - seqlen_q - j| after the softcap (natural units).
+  const float* alibi_slopes = nullptr;  // device, one per query head; null: off
+  // Dropout (core's dropout.hpp, bit for bit): P_ij kept iff dropout::keep(head_key(seed, b, h), i, j,
+  // threshold), and O scaled by keep_scale = 1 / (1 - p). threshold 0: off.
+  uint64_t dropout_seed = 0;
+  uint32_t dropout_threshold = 0;
+  float dropout_keep_scale = 1.f;
+  bool has_extras() const { return alibi_slopes != nullptr || dropout_threshold != 0; }
 };
 
 // The backward adds the output gradient, the input gradients and fp32 scratch.

@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 
+#include "flashlab/dropout.hpp"
 #include "mma.cuh"
 
 namespace flashlab::gpu::softmax {
@@ -28,6 +29,29 @@ __device__ __forceinline__ void mask(float (&s)[kN8][4], int key0, int qcol, con
       const int r = e / 2, col = key0 + n * 8 + qcol + (e & 1);
       if (col < lo[r] || col >= hi[r]) s[n][e] = -INFINITY;
     }
+}
+
+// ALiBi: s -= slope |diag[r] - col| (diag[r]: the diagonal's column in half-row r's row, i + sk - sq;
+// slope in the units of s). key0: the tile's first key.
+template <int kN8>
+__device__ __forceinline__ void alibi(float (&s)[kN8][4], int key0, int qcol, const int (&diag)[2], float slope) {
+#pragma unroll
+  for (int n = 0; n < kN8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[n][e] -= slope * fabsf(float(diag[e / 2] - (key0 + n * 8 + qcol + (e & 1))));
+}
+
+// Dropout on P~ (after its row sums are taken): 0 where core's dropout.hpp drops (row[r], col) of this
+// head (key: dropout::head_key); the 1 / (1 - p) is applied to O at the end.
+template <int kN8>
+__device__ __forceinline__ void dropout(float (&s)[kN8][4], int key0, int qcol, const int (&row)[2], uint64_t key,
+                                        uint32_t threshold) {
+#pragma unroll
+  for (int n = 0; n < kN8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (!flashlab::dropout::keep(key, uint64_t(row[e / 2]), uint64_t(key0 + n * 8 + qcol + (e & 1)), threshold))
+        s[n][e] = 0.f;
 }
 
 // The larger of m and half-row r's scores, then over the quad: the row's max.

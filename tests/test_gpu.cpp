@@ -1,12 +1,15 @@
 // What only the GPU kernels promise beyond the shared harness's rule: the
-// deterministic backward is bit-reproducible, and the atomic one agrees with it.
-// Without a CUDA device every case reports itself skipped.
+// deterministic backward is bit-reproducible, and the atomic one agrees with it;
+// the dropout mask is the CPU's, bit for bit. Without a CUDA device every case reports itself skipped.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "check.hpp"
 #include "device.hpp"
+#include "flashlab/dropout.hpp"
 #include "host.hpp"
 
 using namespace flashlab;
@@ -50,4 +53,42 @@ TEST_CASE("GPU fa2: the deterministic backward gives the same bits every run; th
     scale = std::max(scale, double(std::abs(det1.dq.data[i])));
   }
   CHECK(worst <= 0.02 * scale);  // summation order and one bf16 rounding apart
+}
+
+TEST_CASE("GPU fa2: its dropout mask is the CPU's, bit for bit, and drops a fraction p of P") {
+  if (skip_without_gpu()) return;
+  // With V the identity (seqlen_k = head_dim), O_ij = P_ij keep_ij / (1 - p): O is zero exactly where the
+  // kernel dropped (i, j), and no P is zero (scores of random inputs are small).
+  Problem p;
+  p.batch = 2;
+  p.heads_q = 4;
+  p.heads_kv = 2;
+  p.seqlen_q = 300;
+  p.seqlen_k = 64;
+  p.head_dim = 64;
+  p.dropout_p = 0.17;
+  p.seed = 1234;
+  p.dtype = DType::bf16;
+  Inputs in = random_inputs(p, 7);
+  std::fill(in.v.data.begin(), in.v.data.end(), 0.f);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t j = 0; j < p.seqlen_k; ++j)
+      for (int64_t g = 0; g < p.heads_kv; ++g) in.v.data[size_t(((b * p.seqlen_k + j) * p.heads_kv + g) * 64 + j)] = 1.f;
+  const gpu::HostForward f = gpu::run_forward("fa2", p, in.q, in.k, in.v);
+  const uint32_t threshold = dropout::threshold(p.dropout_p);
+  int64_t differ = 0, dropped = 0, total = 0;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      const uint64_t key = dropout::head_key(p.seed, uint64_t(b), uint64_t(h));
+      for (int64_t i = 0; i < p.seqlen_q; ++i)
+        for (int64_t j = 0; j < p.seqlen_k; ++j) {
+          const bool gpu_kept = f.o.data[size_t(((b * p.seqlen_q + i) * p.heads_q + h) * 64 + j)] != 0.f;
+          differ += gpu_kept != dropout::keep(key, uint64_t(i), uint64_t(j), threshold);
+          dropped += !gpu_kept;
+          ++total;
+        }
+    }
+  MESSAGE("dropout p = 0.17: " << dropped << " of " << total << " dropped, " << differ << " differ from the CPU's mask");
+  CHECK(differ == 0);
+  CHECK(std::abs(double(dropped) / double(total) - p.dropout_p) <= 0.01);
 }
