@@ -21,7 +21,7 @@ SplitSchedule::SplitSchedule(const DecodeProblem& d, int64_t batch_index, Tiling
       for (int64_t j = r.begin; j < r.end; ++j) order_.push_back({Kind::tile, s, i, j});
     }
   if (combines())
-    for (int64_t i = 0; i < tiles_.Tr(); ++i) order_.push_back({Kind::combine, -1, i, 0});
+    for (int64_t i = 0; i < tiles_.Tr(); ++i) order_.push_back({Kind::combine, -1, i, -1});  // j = -1: no K/V block
 }
 
 Schedule::Range SplitSchedule::split_blocks(int64_t s) const {

@@ -42,7 +42,7 @@ class SplitSchedule {
   struct Step {
     Kind kind;
     int64_t split;  // -1 for a combine step
-    TileStep tile;  // i, j, rows, cols, kind and transfers (empty / combine: cols = 0)
+    TileStep tile;  // i, j, rows, cols, kind and transfers (empty: cols = 0; combine: j = -1, cols = 0)
   };
 
   const Schedule& tiles() const { return tiles_; }
