@@ -43,7 +43,7 @@ void DecodeFlags::add_to(CLI::App& app) {
   app.add_option("--append", append, "decode: new K/V rows appended at cache_seqlens before attending");
 }
 
-DecodeProblem DecodeFlags::problem(const ProblemFlags& shared) const {
+DecodeProblem DecodeFlags::problem(const ProblemFlags& shared, bool zero_splits_choose) const {
   const Problem base = shared.problem();  // batch, heads, kv heads, hdim, causal, softcap, dtype: validated there
   if (base.window_left >= 0 || base.window_right >= 0 || base.alibi || base.dropout_p > 0)
     throw Error("--decode supports --causal and --softcap; --window, --alibi and --dropout are not implemented for it");
@@ -79,7 +79,10 @@ DecodeProblem DecodeFlags::problem(const ProblemFlags& shared) const {
     d.page_size = page_size;  // a negative one is refused by validate()
     d.cache_len = rows;
   }
+  const bool choose = zero_splits_choose && num_splits == 0;
+  if (choose) d.num_splits = 1;
   d.validate();
+  if (choose) d.num_splits = 0;
   return d;
 }
 

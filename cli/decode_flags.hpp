@@ -24,8 +24,9 @@ struct DecodeFlags {
   int64_t append = 0;
 
   void add_to(CLI::App& app);
-  // Throws flashlab::Error (through DecodeProblem::validate) naming what is wrong.
-  DecodeProblem problem(const ProblemFlags& shared) const;
+  // Throws flashlab::Error (through DecodeProblem::validate) naming what is wrong. With
+  // `zero_splits_choose`, --num-splits 0 is kept as 0 (the estimate's heuristic chooses).
+  DecodeProblem problem(const ProblemFlags& shared, bool zero_splits_choose = false) const;
 };
 
 }  // namespace flashlab::cli

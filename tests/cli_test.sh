@@ -164,6 +164,10 @@ ok "check --decode: a 64k paged cache, interleaved rotary, 8 splits" "tiled-spli
 ok "check --decode as JSON" '"impl": "tiled-split-kv"' -- check --decode --cache-seqlens 300 --format json
 ok "trace --decode names each split" '"split":2' -- trace --decode --cache-seqlens 40 --num-splits 3 --bc 16 --hdim 8
 ok "trace --decode shows the combine" '"event":"combine"' -- trace --decode --cache-seqlens 40 --num-splits 3 --bc 16 --hdim 8
+ok "estimate --decode: flash-attn's heuristic splits a batch-1 64k cache" "speedup of split-KV [2-9]\.[0-9]+x" -- \
+  estimate --decode --batch 1 --heads 32 --kv-heads 8 --hdim 128 --cache-len 65536
+ok "estimate --decode as JSON" '"heuristic_splits": 29' -- estimate --decode --batch 1 --heads 32 --kv-heads 8 --hdim 128 --cache-len 65536 --format json
+refused "estimate --decode: a bad cache" "block table is too short" -- estimate --decode --page-size 256 --cache-seqlens 900 --max-pages 2
 refused "decode: a page index out of range" "block_table\[[0-9]+\]\[[0-9]+\] = [0-9]+ is not a page: expected 0 .. 9" -- \
   check --decode --page-size 16 --cache-seqlens 100,200 --num-pages 10
 refused "decode: cache_seqlens beyond the cache" "cache_seqlens\[0\] = 900 keys do not fit in the cache's cache_len = 512" -- \
