@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "check.hpp"
+#include "flashlab/error.hpp"
 #include "commands.hpp"
 #include "decode_check.hpp"
 #include "decode_flags.hpp"
@@ -98,6 +99,8 @@ void add_check(CLI::App& app) {
   cmd->add_option("--logit-scale", opts->logit_scale, "multiply Q by this (e.g. 1000 to test large logits)");
   cmd->callback([opts] {
     if (opts->decode.decode) {
+      if (opts->flags.parsed_pass() != harness::Pass::fwd)
+        throw Error("--decode checks the forward pass only (decoding has no backward); drop --pass " + opts->flags.pass);
       if (!run_check_decode(opts->decode.problem(opts->flags), opts->flags.seed, opts->logit_scale,
                             opts->format == "json"))
         throw CLI::RuntimeError(2);

@@ -168,6 +168,11 @@ ok "estimate --decode: flash-attn's heuristic splits a batch-1 64k cache" "speed
   estimate --decode --batch 1 --heads 32 --kv-heads 8 --hdim 128 --cache-len 65536
 ok "estimate --decode as JSON" '"heuristic_splits": 29' -- estimate --decode --batch 1 --heads 32 --kv-heads 8 --hdim 128 --cache-len 65536 --format json
 refused "estimate --decode: a bad cache" "block table is too short" -- estimate --decode --page-size 256 --cache-seqlens 900 --max-pages 2
+ok "step --decode walks the splits, the pages and the combine" "combine of Q block 0" -- \
+  step --decode --cache-seqlens 40,7 --page-size 8 --num-splits 2 --hdim 8 --q-len 2 --causal --non-interactive 9
+ok "step --decode names each key block's physical pages" "keys 0\.\.15 in pages [0-9]+ [0-9]+" -- \
+  step --decode --cache-seqlens 40 --page-size 8 --num-splits 2 --hdim 8 --non-interactive 1
+refused "check --decode is forward only" "forward pass only" -- check --decode --pass bwd
 refused "decode: a page index out of range" "block_table\[[0-9]+\]\[[0-9]+\] = [0-9]+ is not a page: expected 0 .. 9" -- \
   check --decode --page-size 16 --cache-seqlens 100,200 --num-pages 10
 refused "decode: cache_seqlens beyond the cache" "cache_seqlens\[0\] = 900 keys do not fit in the cache's cache_len = 512" -- \
