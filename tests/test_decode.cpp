@@ -126,6 +126,18 @@ TEST_CASE("every decode implementation passes every decode case") {
   }
 }
 
+TEST_CASE("split-KV passes every decode case with tiles of 2 x 16: empty splits, fully masked Q blocks, many blocks") {
+  uint64_t seed = 100;
+  const DecodeImplementation small{"tiled 2x16", "", [](const DecodeProblem& p, const DecodeTensors& t) {
+                                     return tiled::decode(p, t, tiled::Tiling{2, 16});
+                                   }};
+  for (const auto& c : testing::decode_cases()) {
+    const DecodeTensors in = random_decode_inputs(c.problem, seed++);
+    CAPTURE(c.name);
+    check_all_fields(check_decode(small, c.problem, in, decode_baseline(c.problem, in)));
+  }
+}
+
 TEST_CASE("split-KV passes with small tiles and any number of splits, and agrees with one split") {
   DecodeProblem d = paged_problem();
   const DecodeTensors in = random_decode_inputs(d, 11);
