@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "decode.hpp"
+#include "decode_flags.hpp"
 #include "flashlab/error.hpp"
 #include "gpu_spec.hpp"
 #include "problem_flags.hpp"
@@ -72,6 +74,7 @@ void write_whole(const std::string& path, const std::string& text) {
 void add_estimate(CLI::App& app) {
   struct Opts {
     ProblemFlags flags;
+    DecodeFlags decode;
     std::string seqlen = "4096", gpu = "h100-sxm", gpu_file, algo = "all", format = "table", plot, timeline,
                 impl = "upstream", l2_replacement = "random";
     std::vector<std::string> overrides;
@@ -80,12 +83,16 @@ void add_estimate(CLI::App& app) {
   };
   auto opts = std::make_shared<Opts>();
   opts->flags.dtype = "bf16";
+  opts->decode.num_splits = 0;  // estimate --decode: flash-attn's heuristic unless given
   auto* cmd = app.add_subcommand("estimate", "predict FLOPs, HBM/L2/SRAM traffic, time and speedup of standard, FA1, "
                                              "FA2 and FA3 attention on a GPU (IO + roofline + L2 cache model)");
   cmd->footer("Example: flashlab estimate --gpu a100-40gb --batch 64 --heads 16 --seqlen 1024 --hdim 64 --dtype fp16 "
               "--pass fwd+bwd --algo all\n         flashlab estimate --gpu h100-sxm --seqlen 512:65536:x2 --algo fa2 "
-              "--format csv");
+              "--format csv\n"
+              "Decoding: flashlab estimate --decode --batch 1 --heads 32 --kv-heads 8 --hdim 128 --cache-len 65536 "
+              "[--num-splits N | 0: flash-attn's heuristic] [--page-size 256]");
   opts->flags.add_to(*cmd, true, false);
+  opts->decode.add_to(*cmd);
   cmd->add_option("--seqlen", opts->seqlen, "N, or a sweep A:B:xK (multiply) / A:B:+K (add)")->capture_default_str();
   cmd->add_option("--gpu", opts->gpu, "preset name (see --list-gpus)")->capture_default_str();
   cmd->add_option("--gpu-file", opts->gpu_file, "a GPU description of your own (JSON, the presets' schema)");
@@ -118,6 +125,11 @@ void add_estimate(CLI::App& app) {
     }
     const sim::GpuSpec gpu = opts->gpu_file.empty() ? sim::load_gpu(opts->gpu, false, opts->overrides)
                                                     : sim::load_gpu(opts->gpu_file, true, opts->overrides);
+    if (opts->decode.decode) {  // one decode step (simulator/decode.hpp); the attention flags below do not apply
+      const sim::DecodeEstimate e = sim::estimate_decode(opts->decode.problem(opts->flags, true), gpu);
+      std::cout << (opts->format == "json" ? sim::to_json(e) : opts->format == "csv" ? sim::to_csv(e) : sim::to_table(e));
+      return;
+    }
     std::string note;  // why `all` left an algorithm out
     const auto algos = sim::parse_algos(opts->algo, &gpu, &note);
     const Pass pass = opts->flags.parsed_pass();

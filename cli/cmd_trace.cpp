@@ -2,10 +2,14 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "check.hpp"
 #include "commands.hpp"
+#include "decode_check.hpp"
+#include "decode_executor.hpp"
+#include "decode_flags.hpp"
 #include "executor.hpp"
 #include "flashlab/error.hpp"
 #include "problem_flags.hpp"
@@ -30,6 +34,15 @@ class TraceWriter : public tiled::Observer {
     }
   }
   void on_tile_begin(const tiled::Where& w, const tiled::TileStep& s) override { tile("tile_begin", w, s); }
+  // Split-KV decoding's merge of Q block i: each row's LSE of every split and the merged LSE.
+  void on_combine(const tiled::Where& w, const tiled::TileStep& s, const tiled::Tile& lse_splits,
+                  const tiled::Tile&) override {
+    for (int64_t r = 0; r < lse_splits.rows(); ++r) {
+      nlohmann::json lses = nlohmann::json::array();
+      for (int64_t c = 0; c < lse_splits.cols(); ++c) lses.push_back(finite(lse_splits(r, c)));
+      emit("combine", w, {{"i", s.i}, {"row", s.row0 + r}, {"lse_splits", lses}});
+    }
+  }
   void on_skip(const tiled::Where& w, const tiled::TileStep& s) override { tile("tile_skipped", w, s); }
   void on_row_stats(const tiled::Where& w, const tiled::TileStep& s, const std::vector<tiled::RowStat>& rows) override {
     for (const auto& r : rows) {
@@ -63,6 +76,7 @@ class TraceWriter : public tiled::Observer {
     fields["h"] = w.h;
     fields["order"] = tiled::to_string(w.order);
     fields["step"] = w.step;
+    if (w.split >= 0) fields["split"] = w.split;
     out_ << fields.dump() << "\n";
   }
   std::ostream& out_;
@@ -74,6 +88,7 @@ class TraceWriter : public tiled::Observer {
 void add_trace(CLI::App& app) {
   struct Opts {
     ProblemFlags flags;
+    DecodeFlags decode;
     std::string format = "jsonl", out;
     WalkFlags walk;
   };
@@ -81,13 +96,20 @@ void add_trace(CLI::App& app) {
   opts->flags.default_seqlen = 128;
   auto* cmd = app.add_subcommand("trace", "print the tiled executor's event stream (transfers, tiles, per-row "
                                           "statistics) as JSON lines or CSV");
-  cmd->footer("Example: flashlab trace --seqlen 256 --causal --format csv --out trace.csv");
+  cmd->footer("Example: flashlab trace --seqlen 256 --causal --format csv --out trace.csv\n"
+              "Decoding: flashlab trace --decode --cache-seqlens 40 --num-splits 3 --bc 16 (each event names its split)");
   opts->flags.add_to(*cmd, false);
   cmd->add_option("--format", opts->format, "jsonl | csv")->capture_default_str()->check(CLI::IsMember({"jsonl", "csv"}));
   opts->walk.add_to(*cmd);
+  opts->decode.add_to(*cmd);
   cmd->add_option("--out", opts->out, "file to write (default: standard output)");
   cmd->callback([opts] {
-    const auto [p, order, tiling, in] = walk_setup(opts->flags, opts->walk);
+    std::optional<DecodeProblem> decode;
+    if (opts->decode.decode) {
+      if (opts->format == "csv") throw Error("trace --decode writes JSON lines only (--format jsonl); CSV has no split column");
+      decode = opts->decode.problem(opts->flags);
+    }
+    const auto [p, order, tiling, in] = decode ? WalkSetup{} : walk_setup(opts->flags, opts->walk);
     const std::string tmp = opts->out + ".tmp";
     std::ofstream file;
     if (!opts->out.empty()) {
@@ -97,7 +119,10 @@ void add_trace(CLI::App& app) {
     std::ostream& out = opts->out.empty() ? std::cout : file;
     try {
       TraceWriter writer(out, opts->format == "csv");
-      tiled::run_order(p, in.q, in.k, in.v, in.d_o, tiling, order, &writer);
+      if (decode)  // the split-KV walk: every event carries its split; the combine follows the splits
+        tiled::decode(*decode, harness::random_decode_inputs(*decode, opts->flags.seed), opts->walk.tiling(), &writer);
+      else
+        tiled::run_order(p, in.q, in.k, in.v, in.d_o, tiling, order, &writer);
     } catch (...) {
       if (!opts->out.empty()) std::filesystem::remove(tmp);
       throw;

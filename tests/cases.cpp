@@ -1,5 +1,7 @@
 #include "cases.hpp"
 
+#include "decode_check.hpp"
+
 namespace flashlab::testing {
 
 std::vector<Case> harness_cases() {
@@ -113,6 +115,90 @@ std::vector<Case> harness_cases() {
     // Measured: dV error 2.0e-4 against a tolerance of 9.4e-5. FlashAttention's
     // own kernels store the same fp32 LSE; bf16 (above) checks the backward.
     cases.push_back({"logits x1000 causal fp32 (forward)", p, 1000.0, false});
+  }
+  return cases;
+}
+
+std::vector<DecodeCase> decode_cases() {
+  // q_len 1 and 4, ragged cache_seqlens, contiguous and paged (16, 256), GQA 8:1, rotary both layouts,
+  // cache_len 1 .. 64k. The long caches have one head of 32 dims so the whole list runs in seconds.
+  auto base = [](std::vector<int64_t> seqlens, int64_t cache_len, DType dt) {
+    DecodeProblem d;
+    d.batch = static_cast<int64_t>(seqlens.size());
+    d.heads_q = d.heads_kv = 2;
+    d.head_dim = 64;
+    d.cache_seqlens = std::move(seqlens);
+    d.cache_len = cache_len;
+    d.dtype = dt;
+    return d;
+  };
+  auto paged = [](DecodeProblem d, int64_t page_size) {
+    d.page_size = page_size;
+    d.max_pages = (d.cache_len + page_size - 1) / page_size;
+    d.num_pages = d.batch * d.max_pages;
+    d.block_table = harness::shuffled_block_table(d.batch, d.max_pages, 7);
+    d.cache_len = 0;
+    return d;
+  };
+  std::vector<DecodeCase> cases;
+  {
+    DecodeProblem d = base({5, 900, 17}, 1024, DType::bf16);
+    d.num_splits = 4;
+    cases.push_back({"q_len 1, ragged 5,900,17, contiguous, 4 splits", d});
+    cases.push_back({"q_len 1, ragged 5,900,17, paged 16, 4 splits", paged(d, 16)});
+  }
+  {
+    DecodeProblem d = base({30, 200}, 256, DType::fp16);
+    d.heads_q = 8;
+    d.heads_kv = 1;
+    d.q_len = 4;
+    d.new_len = 4;
+    d.causal = true;
+    d.rotary = Rotary::half;
+    d.num_splits = 3;
+    cases.push_back({"q_len 4 causal, append 4, rotary half, GQA 8:1, paged 16, 3 splits", paged(d, 16)});
+    d.rotary = Rotary::interleaved;
+    d.rotary_dim = 32;
+    d.dtype = DType::bf16;
+    cases.push_back({"q_len 4 causal, append 4, rotary interleaved on 32 of 64 dims, GQA 8:1, contiguous", d});
+  }
+  {
+    DecodeProblem d = base({1, 700, 255}, 768, DType::bf16);
+    d.new_len = 1;
+    d.rotary = Rotary::interleaved;
+    d.num_splits = 5;
+    cases.push_back({"q_len 1, append 1, rotary interleaved, paged 256, ragged 1,700,255, 5 splits", paged(d, 256)});
+    d.causal = false;
+    d.rotary = Rotary::half;
+    d.softcap = 30;
+    cases.push_back({"q_len 1, append 1, rotary half (non-causal: one position), softcap 30, contiguous", d});
+  }
+  {
+    DecodeProblem d = base({0}, 1, DType::fp32);
+    d.new_len = 1;
+    d.num_splits = 2;
+    cases.push_back({"cache_len 1: an empty cache and one appended key, 2 splits (one empty)", d});
+  }
+  {
+    DecodeProblem d = base({2, 50}, 64, DType::fp32);
+    d.q_len = 4;
+    d.causal = true;
+    d.num_splits = 16;
+    cases.push_back({"q_len 4 causal over 2 keys: fully masked rows; 16 splits, most empty", d});
+  }
+  {
+    DecodeProblem d = base({65536 - 1}, 65536, DType::bf16);
+    d.heads_q = d.heads_kv = 1;
+    d.head_dim = 32;
+    d.new_len = 1;
+    d.rotary = Rotary::half;
+    d.num_splits = 8;
+    cases.push_back({"cache_len 64k, paged 256, append 1, rotary half, 8 splits (1 head, d 32)", paged(d, 256)});
+    d.rotary = Rotary::none;
+    d.new_len = 0;
+    d.cache_seqlens = {40000};
+    d.num_splits = 3;
+    cases.push_back({"cache_len 64k contiguous, 40000 cached, 3 splits (1 head, d 32)", d});
   }
   return cases;
 }

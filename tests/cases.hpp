@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "flashlab/decode_problem.hpp"
 #include "flashlab/problem.hpp"
 
 namespace flashlab::testing {
@@ -15,5 +16,12 @@ struct Case {
 };
 
 std::vector<Case> harness_cases();
+
+// Decoding against a KV cache (flash_attn_with_kvcache): every decode implementation runs these.
+struct DecodeCase {
+  std::string name;
+  DecodeProblem problem;
+};
+std::vector<DecodeCase> decode_cases();
 
 }  // namespace flashlab::testing

@@ -155,5 +155,33 @@ refused "viz --lesson of a lesson outside the path" "there is no lesson 15" -- v
 refused "viz --lesson of a lesson without a visualizer problem" "lesson 1 has no visualizer problem" -- viz --lesson 1
 refused "viz --lesson without a number" "--lesson: 'x' is not a lesson number" -- viz --lesson x
 
+# Decoding against a KV cache (issue 15): every CPU implementation against the oracle, the split-KV walk's events,
+# and a bad cache description refused with what was wrong.
+ok "check --decode: ragged paged cache, q_len 4 causal, append + rotary, GQA 8:1, 3 splits" "all implementations pass" -- \
+  check --decode --cache-seqlens 5,900,17 --heads 8 --kv-heads 1 --q-len 4 --causal --append 4 --rotary half --page-size 16 --num-splits 3 --dtype bf16
+ok "check --decode: a 64k paged cache, interleaved rotary, 8 splits" "tiled-split-kv +O .* pass" -- \
+  check --decode --cache-len 65536 --hdim 32 --page-size 256 --num-splits 8 --rotary interleaved --append 1 --dtype bf16
+ok "check --decode as JSON" '"impl": "tiled-split-kv"' -- check --decode --cache-seqlens 300 --format json
+ok "trace --decode names each split" '"split":2' -- trace --decode --cache-seqlens 40 --num-splits 3 --bc 16 --hdim 8
+ok "trace --decode shows the combine" '"event":"combine"' -- trace --decode --cache-seqlens 40 --num-splits 3 --bc 16 --hdim 8
+ok "estimate --decode: flash-attn's heuristic splits a batch-1 64k cache" "speedup of split-KV [2-9]\.[0-9]+x" -- \
+  estimate --decode --batch 1 --heads 32 --kv-heads 8 --hdim 128 --cache-len 65536
+ok "estimate --decode as JSON" '"heuristic_splits": 29' -- estimate --decode --batch 1 --heads 32 --kv-heads 8 --hdim 128 --cache-len 65536 --format json
+refused "estimate --decode: a bad cache" "block table is too short" -- estimate --decode --page-size 256 --cache-seqlens 900 --max-pages 2
+ok "step --decode walks the splits, the pages and the combine" "combine of Q block 0" -- \
+  step --decode --cache-seqlens 40,7 --page-size 8 --num-splits 2 --hdim 8 --q-len 2 --causal --non-interactive 9
+ok "step --decode names each key block's physical pages" "keys 0\.\.15 in pages [0-9]+ [0-9]+" -- \
+  step --decode --cache-seqlens 40 --page-size 8 --num-splits 2 --hdim 8 --non-interactive 1
+refused "check --decode is forward only" "forward pass only" -- check --decode --pass bwd
+refused "decode: a page index out of range" "block_table\[[0-9]+\]\[[0-9]+\] = [0-9]+ is not a page: expected 0 .. 9" -- \
+  check --decode --page-size 16 --cache-seqlens 100,200 --num-pages 10
+refused "decode: cache_seqlens beyond the cache" "cache_seqlens\[0\] = 900 keys do not fit in the cache's cache_len = 512" -- \
+  check --decode --cache-len 512 --cache-seqlens 900
+refused "decode: a block table too short" "the block table is too short" -- check --decode --page-size 256 --cache-seqlens 900 --max-pages 2
+refused "decode: rotary without appended keys" "needs new_len > 0" -- check --decode --rotary half
+refused "decode: an unknown rotary layout" "unknown rotary layout 'diag'" -- check --decode --rotary diag --append 1
+refused "decode: one seqlen list for a different batch" "cache_seqlens has 2 entries; expected one per batch entry \(3\)" -- \
+  check --decode --cache-seqlens 1,2 --batch 3
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

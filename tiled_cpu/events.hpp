@@ -16,6 +16,7 @@ struct Where {
   int64_t b = 0, h = 0;
   Order order = Order::fa2;
   int64_t step = 0;
+  int64_t split = -1;  // split-KV decoding: the split this step belongs to; -1 outside a split (and the combine)
 };
 
 // The online-softmax state of one query row across one tile step:
@@ -45,6 +46,9 @@ class Observer {
   // Backward: the tile's P_ij (recomputed from LSE) and dS_ij.
   virtual void on_gradients(const Where&, const TileStep&, const Tile& P, const Tile& dS) {}
   virtual void on_tile_end(const Where&, const TileStep&) {}
+  // Split-KV decoding's combine of Q block i (split_schedule.hpp): each row's LSE^(s) of every split
+  // (rows, splits) and the merged O_i (rows, d).
+  virtual void on_combine(const Where&, const TileStep&, const Tile& lse_splits, const Tile& O) {}
 };
 
 // Adds up every transfer it sees: what the tests compare with closed-form counts.

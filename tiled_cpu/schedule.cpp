@@ -19,7 +19,7 @@ Order parse_order(const std::string& name) { return enum_parse(kOrderNames, name
 std::string to_string(TileKind kind) { return enum_name(kTileKindNames, kind); }
 
 std::string to_string(TensorId t) {
-  static const char* names[] = {"Q", "K", "V", "O", "l", "m", "LSE", "dO", "D", "dQ", "dK", "dV"};
+  static const char* names[] = {"Q", "K", "V", "O", "l", "m", "LSE", "dO", "D", "dQ", "dK", "dV", "Knew", "Vnew", "Oaccum", "LSEaccum"};
   return names[static_cast<int>(t)];
 }
 

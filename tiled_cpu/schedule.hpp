@@ -46,7 +46,8 @@ enum class TileKind { full, partial, skipped };
 std::string to_string(TileKind kind);
 
 // Tensors moved between HBM and on-chip memory.
-enum class TensorId { Q, K, V, O, l, m, LSE, dO, D, dQ, dK, dV, kCount };
+// Knew, Vnew, Oaccum, LSEaccum: decoding's appended rows and split-KV's partial outputs (split_schedule.hpp).
+enum class TensorId { Q, K, V, O, l, m, LSE, dO, D, dQ, dK, dV, Knew, Vnew, Oaccum, LSEaccum, kCount };
 std::string to_string(TensorId tensor);
 constexpr int kTensorCount = static_cast<int>(TensorId::kCount);
 

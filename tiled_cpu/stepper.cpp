@@ -24,6 +24,7 @@ std::string to_string(Event::Kind kind) {
     case Event::Kind::rescale: return "rescale";
     case Event::Kind::gradients: return "gradients";
     case Event::Kind::tile_end: return "tile_end";
+    case Event::Kind::combine: return "combine";
   }
   return "?";
 }
@@ -47,6 +48,9 @@ void Recorder::on_gradients(const Where& w, const TileStep& s, const Tile& P, co
   events.push_back({Event::Kind::gradients, w, s, {}, P, dS, {}});
 }
 void Recorder::on_tile_end(const Where& w, const TileStep& s) { events.push_back({Event::Kind::tile_end, w, s, {}, {}, {}, {}}); }
+void Recorder::on_combine(const Where& w, const TileStep& s, const Tile& lse_splits, const Tile& O) {
+  events.push_back({Event::Kind::combine, w, s, {}, lse_splits, O, {}});
+}
 
 namespace {
 void check_head(const Problem& p, int64_t b, int64_t h) {

@@ -27,12 +27,13 @@
 namespace flashlab::tiled {
 
 struct Event {
-  enum class Kind { transfer, tile_begin, skip, scores, row_stats, rescale, gradients, tile_end };
+  enum class Kind { transfer, tile_begin, skip, scores, row_stats, rescale, gradients, tile_end, combine };
   Kind kind;
   Where where;
   TileStep step;
   Transfer transfer{};                 // transfer
-  Tile a, b;                           // scores: S; rescale: O before, O after; gradients: P, dS
+  Tile a, b;                           // scores: S; rescale: O before, O after; gradients: P, dS;
+                                       // combine: LSE of each split (rows, splits), the merged O
   std::vector<RowStat> rows;           // row_stats
 };
 std::string to_string(Event::Kind kind);
@@ -49,6 +50,7 @@ class Recorder : public Observer {
   void on_rescale(const Where& w, const TileStep& s, const Tile& before, const Tile& after) override;
   void on_gradients(const Where& w, const TileStep& s, const Tile& P, const Tile& dS) override;
   void on_tile_end(const Where& w, const TileStep& s) override;
+  void on_combine(const Where& w, const TileStep& s, const Tile& lse_splits, const Tile& O) override;
 };
 
 class Stepper;
