@@ -19,6 +19,14 @@ HostForward run_forward(const std::string& kernel, const Problem&, const Tensor&
   throw Error("gpu " + kernel + ": flashlab was built without CUDA");
 }
 
+std::string decode_unsupported(const DecodeProblem&) {
+  return "skipped: built without CUDA (no nvcc at configure time)";
+}
+
+DecodeOutputs<float> run_decode(const DecodeProblem&, const DecodeTensors&) {
+  throw Error("gpu decode: flashlab was built without CUDA");
+}
+
 HostBackward run_backward(const std::string& kernel, const Problem&, const Tensor&, const Tensor&, const Tensor&,
                           const Tensor&, const Tensor&, const Tensor&, bool) {
   throw Error("gpu " + kernel + ": flashlab was built without CUDA");

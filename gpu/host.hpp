@@ -4,6 +4,7 @@
 #pragma once
 #include <string>
 
+#include "flashlab/decode_tensors.hpp"
 #include "flashlab/problem.hpp"
 #include "flashlab/tensor.hpp"
 
@@ -24,5 +25,11 @@ HostForward run_forward(const std::string& kernel, const Problem& p, const Tenso
 // The backward of `kernel` ("fa2") from the forward's o and lse; `deterministic` computes dQ without atomics.
 HostBackward run_backward(const std::string& kernel, const Problem& p, const Tensor& q, const Tensor& k,
                           const Tensor& v, const Tensor& o, const Tensor& lse, const Tensor& d_o, bool deterministic);
+
+// KV-cache decoding (gpu/decode/): "" when the decode kernel can run `d` here, else why not ("skipped: ..."
+// without a device); run_decode uploads the caches, runs rotary + append + split + combine with
+// d.num_splits, and returns O, LSE and the caches as the append left them.
+std::string decode_unsupported(const DecodeProblem& d);
+DecodeOutputs<float> run_decode(const DecodeProblem& d, const DecodeTensors& in);
 
 }  // namespace flashlab::gpu

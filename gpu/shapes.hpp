@@ -12,6 +12,7 @@
 // tiles are 16 rows high. Shared-memory sizes are for 2-byte elements (bf16 / fp16) except fa1_minimal,
 // which runs in fp32.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,33 @@ constexpr TileShape unsupported(const char* kernel, const char* why) {
   return s;
 }
 }  // namespace shapes_detail
+
+// flash-decoding's split count as flash-attn 2 chooses num_splits (flash_api.cpp, num_splits_heuristic):
+// no split when the CTAs without one already fill 80% of the slots; otherwise, over the eligible split
+// counts 1 .. min(max_splits, slots, n_blocks) (a count is eligible when it changes the blocks per
+// split: ceil(n/s) != ceil(n/(s-1))), the wave efficiency e(s) = w / ceil(w) with w = ctas x s / slots,
+// and the smallest s with e(s) >= 0.85 x the best. The simulator (simulator/decode.cpp) and the decode
+// kernel's launcher (gpu/decode/decode.cu) both call it.
+inline int64_t split_kv_heuristic(int64_t ctas_without_split, int64_t slots, int64_t n_blocks,
+                                  int64_t max_splits = 128) {
+  constexpr double kNoSplitFill = 0.8, kEfficiencyWithin = 0.85;
+  if (ctas_without_split >= kNoSplitFill * double(slots)) return 1;
+  if (slots < max_splits) max_splits = slots;
+  if (n_blocks < max_splits) max_splits = n_blocks;
+  auto blocks_per = [&](int64_t s) { return (n_blocks + s - 1) / s; };
+  auto eligible = [&](int64_t s) { return s == 1 || blocks_per(s) != blocks_per(s - 1); };
+  auto efficiency = [&](int64_t s) {
+    const double waves = double(ctas_without_split) * double(s) / double(slots);
+    const double whole = double(int64_t(waves)) == waves ? waves : double(int64_t(waves) + 1);
+    return waves / whole;
+  };
+  double best = 0;
+  for (int64_t s = 1; s <= max_splits; ++s)
+    if (eligible(s) && efficiency(s) > best) best = efficiency(s);
+  for (int64_t s = 1; s <= max_splits; ++s)
+    if (eligible(s) && efficiency(s) >= kEfficiencyWithin * best) return s;
+  return 1;
+}
 
 // fa2's forward for a head dim (any; padded here). Timings: gpu/fa2_fwd.cu's version index and
 // gpu/HISTORY.md.

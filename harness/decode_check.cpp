@@ -8,6 +8,7 @@
 
 #include "decode_executor.hpp"
 #include "decode_reference.hpp"
+#include "host.hpp"
 
 namespace flashlab::harness {
 namespace {
@@ -30,6 +31,9 @@ std::vector<DecodeImplementation> build() {
        }},
       {"tiled-split-kv", "flash-decoding: the key blocks cut into num_splits, partial O and LSE, then the combine",
        [](const DecodeProblem& d, const DecodeTensors& in) { return tiled::decode(d, in); }},
+      {"gpu-decode", "gpu/decode/: rotary + append in place, split-KV on tensor cores (GQA heads packed), combine",
+       [](const DecodeProblem& d, const DecodeTensors& in) { return gpu::run_decode(d, in); },
+       [](const DecodeProblem& d) { return gpu::decode_unsupported(d); }},
   };
 }
 
@@ -97,6 +101,8 @@ CheckResult check_decode(const DecodeImplementation& impl, const DecodeProblem& 
   constexpr double kFactor = 2.0, kAbsolute = 1e-5;  // check.hpp's rule
   CheckResult result;
   result.impl = impl.name;
+  if (impl.unsupported) result.skipped = impl.unsupported(d);
+  if (!result.skipped.empty()) return result;
   const auto t0 = std::chrono::steady_clock::now();
   const DecodeOutputs<float> out = impl.run(d, in);
   result.fwd_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -16,6 +16,7 @@ struct DecodeImplementation {
   std::string name;         // reference, tiled-decode, tiled-split-kv
   std::string description;  // one line
   std::function<DecodeOutputs<float>(const DecodeProblem&, const DecodeTensors&)> run;
+  std::function<std::string(const DecodeProblem&)> unsupported = {};  // empty, or "" when it runs: else why not
 };
 const std::vector<DecodeImplementation>& decode_implementations();
 

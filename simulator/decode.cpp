@@ -13,8 +13,6 @@ namespace {
 
 constexpr int64_t kBlockM = 64;              // flash-attn 2's split-KV kernel: kBlockM = 64
 constexpr int64_t kCtaSlotsPerSm = 2;        // flash-attn passes multiProcessorCount x 2 to its heuristic
-constexpr double kNoSplitFill = 0.8;         // no split when the grid already fills 80% of the slots
-constexpr double kEfficiencyWithin = 0.85;   // the smallest split count within 85% of the best efficiency
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -107,21 +105,6 @@ Timing time_of(const SplitCounts& c, int64_t splits, int64_t slots, int64_t bloc
 
 }  // namespace
 
-int64_t num_splits_heuristic(int64_t ctas, int64_t slots, int64_t n_blocks, int64_t max_splits) {
-  if (ctas >= kNoSplitFill * slots) return 1;
-  max_splits = std::min({max_splits, slots, n_blocks});
-  auto eligible = [&](int64_t s) { return s == 1 || ceil_div(n_blocks, s) != ceil_div(n_blocks, s - 1); };
-  auto efficiency = [&](int64_t s) {
-    const double waves = static_cast<double>(ctas) * s / slots;
-    return waves / std::ceil(waves);
-  };
-  double best = 0;
-  for (int64_t s = 1; s <= max_splits; ++s)
-    if (eligible(s)) best = std::max(best, efficiency(s));
-  for (int64_t s = 1; s <= max_splits; ++s)
-    if (eligible(s) && efficiency(s) >= kEfficiencyWithin * best) return s;
-  return 1;
-}
 
 DecodeEstimate estimate_decode(DecodeProblem d, const GpuSpec& g) {
   const KernelView v0 = kernel_view(d);
@@ -129,7 +112,7 @@ DecodeEstimate estimate_decode(DecodeProblem d, const GpuSpec& g) {
   const int64_t Bn = block_n_for(d.head_dim);
   const int64_t m_blocks = ceil_div(v0.d.q_len, kBlockM);
   DecodeEstimate e;
-  e.heuristic_splits = num_splits_heuristic(d.batch * v0.heads * m_blocks, slots, ceil_div(d.max_seqlen_k(), Bn));
+  e.heuristic_splits = gpu::split_kv_heuristic(d.batch * v0.heads * m_blocks, slots, ceil_div(d.max_seqlen_k(), Bn));
   e.splits_from_heuristic = d.num_splits <= 0;
   d.num_splits = e.splits_from_heuristic ? e.heuristic_splits : d.num_splits;
   d.validate();

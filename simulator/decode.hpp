@@ -19,15 +19,13 @@
 
 #include "flashlab/decode_problem.hpp"
 #include "gpu_spec.hpp"
+#include "shapes.hpp"
 
 namespace flashlab::sim {
 
-// flash-decoding's split heuristic as flash-attn 2 chooses num_splits (flash_api.cpp, num_splits_heuristic):
-// no split when the CTAs without one already fill 80% of the slots; otherwise, over the eligible split
-// counts 1 .. min(128, slots, n_blocks) (a count is eligible when it changes the blocks per split:
-// ceil(n/s) != ceil(n/(s-1))), the wave efficiency e(s) = w / ceil(w) with w = ctas x s / slots, and the
-// smallest s with e(s) >= 0.85 x the best.
-int64_t num_splits_heuristic(int64_t ctas_without_split, int64_t slots, int64_t n_blocks, int64_t max_splits = 128);
+// flash-decoding's split heuristic: gpu/shapes.hpp's split_kv_heuristic, the one rule the model and
+// flashlab's decode kernel (gpu/decode/) both use.
+using gpu::split_kv_heuristic;
 
 struct DecodeEstimate {
   std::string gpu, problem;

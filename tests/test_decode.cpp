@@ -120,6 +120,10 @@ TEST_CASE("every decode implementation passes every decode case") {
       CAPTURE(c.name);
       CAPTURE(impl.name);
       const CheckResult r = check_decode(impl, c.problem, in, base);
+      if (!r.skipped.empty()) {  // the GPU kernel without a device, or an fp32 case
+        MESSAGE(impl.name << " " << r.skipped << " (" << c.name << ")");
+        continue;
+      }
       CHECK(r.fields.size() == (c.problem.new_len > 0 ? 4u : 2u));
       check_all_fields(r);
     }
@@ -178,7 +182,10 @@ TEST_CASE("the check fails an implementation that reads the cache wrong") {
                                            return out;
                                          }};
   CHECK_FALSE(check_decode(short_cache, d, in, base).pass());
-  CHECK(check_decode(decode_implementations().back(), d, in, base).pass());
+  const auto split_kv = std::find_if(decode_implementations().begin(), decode_implementations().end(),
+                                     [](const DecodeImplementation& i) { return i.name == "tiled-split-kv"; });
+  REQUIRE(split_kv != decode_implementations().end());
+  CHECK(check_decode(*split_kv, d, in, base).pass());
 }
 
 TEST_CASE("a paged cache gives the same answer as the contiguous one with the same keys") {

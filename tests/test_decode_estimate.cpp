@@ -27,11 +27,11 @@ DecodeProblem llama_decode(int64_t batch, int64_t cache_len) {
 TEST_CASE("the split heuristic: no split for a full grid, else the fewest splits near the best wave efficiency") {
   // 8 CTAs on 264 slots, 512 key blocks: efficiency 8s/264 while one wave; the best is 1.0 (s = 33);
   // the smallest eligible s with 8s/264 >= 0.85 is 29 (ceil(512/29) = 18 != ceil(512/28) = 19).
-  CHECK(sim::num_splits_heuristic(8, 264, 512) == 29);
-  CHECK(sim::num_splits_heuristic(212, 264, 512) == 1);  // 212 >= 0.8 x 264
-  CHECK(sim::num_splits_heuristic(8, 264, 3) == 3);      // never more splits than key blocks
+  CHECK(sim::split_kv_heuristic(8, 264, 512) == 29);
+  CHECK(sim::split_kv_heuristic(212, 264, 512) == 1);  // 212 >= 0.8 x 264
+  CHECK(sim::split_kv_heuristic(8, 264, 3) == 3);      // never more splits than key blocks
   // 4 blocks: s = 3 gives ceil(4/3) = 2 blocks per split like s = 2, so it is not eligible.
-  CHECK(sim::num_splits_heuristic(100, 264, 4) == 2);
+  CHECK(sim::split_kv_heuristic(100, 264, 4) == 2);
 }
 
 TEST_CASE("decode estimate: the cache is read once per kv head, and split-KV pays where the grid is small") {
