@@ -15,8 +15,16 @@ gpu::Dtype kernel_dtype(DType d) {
   return d == DType::bf16 ? gpu::Dtype::bf16 : d == DType::fp16 ? gpu::Dtype::fp16 : gpu::Dtype::fp32;
 }
 
+// NULL, or host memory handed to a kernel (numpy arrays, CPU tensors), is refused before any launch.
 void need(const void* ptr, const char* name) {
   if (!ptr) throw Error(std::string("tensors->") + name + " is NULL: pass a device pointer");
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess || attr.type == cudaMemoryTypeUnregistered ||
+      attr.type == cudaMemoryTypeHost) {
+    cudaGetLastError();  // clear the error the query may have left
+    throw Error(std::string("tensors->") + name + " is not device memory: the GPU kernels take CUDA tensors; "
+                "for host arrays use a CPU implementation (tiled-fa2, reference) or gpu-fa2 (copies to the GPU)");
+  }
 }
 
 // The shared fields of both passes: shapes, mask and, for varlen, the device offsets.
@@ -47,11 +55,11 @@ bool is_device_kernel(const std::string& impl) {
 }
 
 void device_forward(const std::string& kernel, const Problem& p, const flashlab_tensors& t) {
+  gpu::AttentionParams a;
+  fill(a, kernel, p, t);  // the problem first: without a device this says so, before the pointers are asked
   for (const auto& [ptr, name] : {std::pair{t.q, "q"}, {t.k, "k"}, {t.v, "v"}, {static_cast<const void*>(t.o), "o"},
                                   {static_cast<const void*>(t.lse), "lse"}})
     need(ptr, name);
-  gpu::AttentionParams a;
-  fill(a, kernel, p, t);
   a.q = t.q;
   a.k = t.k;
   a.v = t.v;
@@ -61,13 +69,13 @@ void device_forward(const std::string& kernel, const Problem& p, const flashlab_
 }
 
 void device_backward(const std::string& kernel, const Problem& p, const flashlab_tensors& t) {
+  gpu::BackwardParams a;
+  fill(a, kernel, p, t);
   for (const auto& [ptr, name] :
        {std::pair{t.q, "q"}, {t.k, "k"}, {t.v, "v"}, {static_cast<const void*>(t.o), "o"},
         {static_cast<const void*>(t.lse), "lse"}, {t.d_o, "d_o"}, {static_cast<const void*>(t.dq), "dq"},
         {static_cast<const void*>(t.dk), "dk"}, {static_cast<const void*>(t.dv), "dv"}})
     need(ptr, name);
-  gpu::BackwardParams a;
-  fill(a, kernel, p, t);
   a.q = t.q;
   a.k = t.k;
   a.v = t.v;

@@ -28,7 +28,7 @@ class Shapes:
 
 
 def _shape(x):
-    return tuple(int(n) for n in x.shape)
+    return tuple(int(n) for n in x.shape) if hasattr(x, "shape") else (len(x),)
 
 
 def _divisors(n):

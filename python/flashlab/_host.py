@@ -27,13 +27,23 @@ def _ptr(array):
     return array.ctypes.data
 
 
+DEVICE_KERNELS = ("fa2", "fa3", "standard")
+
+
+def _host_impl(impl):
+    if impl in DEVICE_KERNELS:
+        raise ValueError(f"impl={impl!r} runs on device memory (CUDA torch tensors); on numpy arrays use a CPU "
+                         f"implementation (tiled-fa2, tiled-fa1, reference) or gpu-{impl} (copies to the GPU)")
+    return impl.encode()
+
+
 def forward(impl, problem: ProblemArgs, shapes, q, k, v):
     qh, kh, vh = _host(q), _host(k), _host(v)
     o = np.empty(shapes.o_shape(), np.float32)
     lse = np.empty(shapes.lse_shape(), np.float32)
     t = _abi.new_tensors()
     t.q, t.k, t.v, t.o, t.lse = _ptr(qh), _ptr(kh), _ptr(vh), _ptr(o), _ptr(lse)
-    _abi.call(_abi.lib().flashlab_forward_v1, impl.encode(), problem.ref, t)
+    _abi.call(_abi.lib().flashlab_forward_v1, _host_impl(impl), problem.ref, t)
     return o.astype(q.dtype, copy=False), lse
 
 
@@ -45,5 +55,5 @@ def backward(impl, problem: ProblemArgs, shapes, dout, q, k, v, out, lse):
     t.q, t.k, t.v, t.o, t.d_o = (_ptr(x) for x in inputs)
     t.lse = _ptr(lse_h)
     t.dq, t.dk, t.dv = (_ptr(g) for g in grads)
-    _abi.call(_abi.lib().flashlab_backward_v1, impl.encode(), problem.ref, t)
+    _abi.call(_abi.lib().flashlab_backward_v1, _host_impl(impl), problem.ref, t)
     return tuple(g.astype(q.dtype, copy=False) for g in grads)
