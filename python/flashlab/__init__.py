@@ -20,6 +20,15 @@ __all__ = ["FlashlabError", "check", "estimate", "flash_attn_backward", "flash_a
            "implementations", "library_path", "walk"]
 
 
+# torch already loaded (imported before flashlab): register the custom ops now, outside any code
+# torch.compile may trace. Otherwise the first torch tensor imports torch_ops; flashlab never imports torch.
+if "torch" in __import__("sys").modules:
+    try:
+        from . import torch_ops  # noqa: F401
+    except ImportError:  # torch older than 2.4: numpy arrays still work, torch tensors say what to upgrade
+        pass
+
+
 def library_path():
     """The libflashlab.so this package loaded (loading it if needed)."""
     from . import _abi

@@ -2,11 +2,11 @@
 one device for q, k, v, GQA divisibility, varlen offsets. Every error says what was passed and what to
 change. Works on anything with .shape and .dtype (numpy arrays, torch tensors, fake tensors under
 torch.compile), so the checks run before any memory is touched."""
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Shapes:
+# A named tuple rather than a dataclass: torch.compile's tracer builds and reads it without a graph break.
+class Shapes(NamedTuple):
     batch: int
     seqlen_q: int
     seqlen_k: int
@@ -28,7 +28,8 @@ class Shapes:
 
 
 def _shape(x):
-    return tuple(int(n) for n in x.shape) if hasattr(x, "shape") else (len(x),)
+    # no int(): under torch.compile the sizes may be symbolic, and int() would pin them
+    return tuple(x.shape) if hasattr(x, "shape") else (len(x),)
 
 
 def _divisors(n):
