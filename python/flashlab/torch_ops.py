@@ -12,6 +12,7 @@ always fa2's, the only GPU backward); CPU tensors run a CPU implementation ("til
 Importing this module imports torch and registers the ops; flashlab.flash_attn_func imports it on the
 first torch tensor it sees (under torch.compile the import runs eagerly, outside the traced graph).
 """
+import contextlib
 import ctypes
 import functools
 from typing import Optional, Tuple
@@ -70,6 +71,13 @@ def _stream(x):
     return torch.cuda.current_stream(x.device).cuda_stream
 
 
+def _device_of(x):
+    """The tensor's GPU made current for the call; a no-op (and no cost) when it already is."""
+    if x.device.index is None or x.device.index == torch.cuda.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(x.device)
+
+
 def _host_f32(x):
     return x.detach().to(torch.float32).contiguous()
 
@@ -86,7 +94,7 @@ def fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seql
     lse = torch.empty(shapes.lse_shape(), dtype=torch.float32, device=q.device)
     if q.is_cuda:
         out = q.new_empty(shapes.o_shape())
-        with torch.cuda.device(q.device):
+        with _device_of(q):
             _call("flashlab_forward_v1", impl, problem,
                   dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=out.data_ptr(), lse=lse.data_ptr()),
                   _stream(q), cu_seqlens_q, cu_seqlens_k)
@@ -121,7 +129,7 @@ def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, softmax_lse:
                              softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, seed)
     if q.is_cuda:
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        with torch.cuda.device(q.device):
+        with _device_of(q):
             _call("flashlab_backward_v1", impl, problem,
                   dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=out.data_ptr(), lse=softmax_lse.data_ptr(),
                        d_o=dout.data_ptr(), dq=dq.data_ptr(), dk=dk.data_ptr(), dv=dv.data_ptr()),
@@ -161,6 +169,8 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, dout, dlse):
     q, k, v, out, lse, cu_q, cu_k, alibi = ctx.saved_tensors
     max_q, max_k, dropout_p, scale, causal, wl, wr, softcap = ctx.options
+    if dout is None:  # only the LSE was used downstream; its gradient is not propagated (as in flash-attn)
+        dout = torch.zeros_like(out)
     dq, dk, dv = bwd(dout.contiguous(), q, k, v, out, lse, cu_q, cu_k, max_q, max_k, dropout_p, scale, causal, wl, wr,
                      softcap, alibi, ctx.seed, ctx.impl, ctx.deterministic)
     # one gradient per forward input: q, k, v, then none for the 14 options
