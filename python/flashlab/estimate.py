@@ -16,7 +16,7 @@ def estimate(seqlen=4096, *, gpu="h100-sxm", algo="all", pass_="fwd", impl="upst
     """Records for one sequence length or a list of them (a sweep, as --seqlen A:B:xK). `flags` are the
     problem's command-line names (batch, heads, kv_heads, hdim, causal, window, softcap, alibi, dropout,
     seqlen_q, seqlen_k). pass_ is --pass: fwd | bwd | fwd+bwd."""
-    seqlens = [seqlen] if isinstance(seqlen, int) else list(seqlen)
+    seqlens = [int(n) for n in seqlen] if hasattr(seqlen, "__iter__") else [int(seqlen)]
     records = []
     for n in seqlens:
         problem = problem_from_flags(n, dtype=dtype, **flags)

@@ -35,6 +35,12 @@ def test_estimate_equals_cli_json(cli, kwargs, flags):
     assert records == expected
 
 
+def test_estimate_takes_numpy_sweeps():
+    sweep = np.array([1024, 2048])
+    assert flashlab.estimate(seqlen=sweep, algo="fa2") == flashlab.estimate(seqlen=[1024, 2048], algo="fa2")
+    assert flashlab.estimate(seqlen=sweep[0], algo="fa2") == flashlab.estimate(seqlen=1024, algo="fa2")
+
+
 def test_estimate_dataframe_needs_pandas():
     try:
         import pandas  # noqa: F401
