@@ -49,6 +49,8 @@ def _problem_of(q, k, v, cu_q, cu_k, max_q, max_k, dropout_p, scale, causal, wl,
     shapes = _checks.attention_shapes(q, k, v, cu_q, cu_k, max_q, max_k)
     cu_q_host = None if cu_q is None else tuple(cu_q.tolist())  # varlen: the offsets on the host (a sync on CUDA)
     cu_k_host = None if cu_k is None else tuple(cu_k.tolist())
+    if shapes.varlen:  # the offsets must end at q's and k's rows, or a kernel would read past them
+        _checks.check_offsets(cu_q_host, cu_k_host, shapes)
     slopes = None if alibi is None else tuple(float(x) for x in alibi.tolist())
     problem = _problem(int(shapes.batch), int(shapes.heads_q), int(shapes.heads_kv), int(shapes.seqlen_q),
                        int(shapes.seqlen_k), int(shapes.head_dim), int(shapes.head_dim_v), _PRECISION[q.dtype],
