@@ -1,11 +1,12 @@
-// The C ABI: flashlab's kernels on device pointers that another program owns
-// (PyTorch tensors through ctypes, in bench/gpu_compare.py). Returns 0 on
-// success; otherwise a non-zero code and the reason in `error`.
+// The first C ABI, positional: flashlab's kernels on device pointers that another program owns
+// (PyTorch tensors through ctypes, bench/fa2_abi.py). Returns 0 on success; otherwise a non-zero
+// code and the reason in `error`. Kept for the bench scripts as thin wrappers over launch.hpp, the
+// same launchers capi/ (libflashlab.so, the versioned ABI with named fields) calls.
 #include <cstring>
 #include <string>
 
 #include "cuda_check.hpp"
-#include "kernels.hpp"
+#include "launch.hpp"
 
 namespace {
 
@@ -64,23 +65,7 @@ extern "C" int flashlab_forward(const char* kernel, const void* q, const void* k
     p.v = v;
     p.o = o;
     p.lse = lse;
-    auto s = static_cast<cudaStream_t>(stream);
-    const std::string name = kernel;
-    if (name == "fa2") {
-      fa2_forward(p, s);
-    } else if (name == "fa3") {
-      fa3_forward(p, s);
-    } else if (name == "standard") {
-      const size_t plane = size_t(batch) * heads_q * seqlen_q * seqlen_k;
-      void *S = nullptr, *P = nullptr;
-      FLASHLAB_CUDA(cudaMallocAsync(&S, plane * 4, s));
-      FLASHLAB_CUDA(cudaMallocAsync(&P, plane * (dtype == 0 ? 4 : 2), s));
-      standard_forward(p, static_cast<float*>(S), P, s);
-      FLASHLAB_CUDA(cudaFreeAsync(S, s));
-      FLASHLAB_CUDA(cudaFreeAsync(P, s));
-    } else {
-      return fail(error, error_len, "unknown kernel '" + name + "': expected fa2, fa3 or standard");
-    }
+    launch_forward(kernel, p, static_cast<cudaStream_t>(stream));
     return 0;
   } catch (const std::exception& e) {
     return fail(error, error_len, e.what());
@@ -98,7 +83,6 @@ extern "C" int flashlab_backward(const char* kernel, const void* q, const void* 
   try {
     if (!kernel || !q || !k || !v || !o || !lse || !d_o || !dq || !dk || !dv)
       return fail(error, error_len, "null pointer argument");
-    if (std::string(kernel) != "fa2") return fail(error, error_len, "unknown kernel: only fa2 has a backward");
     BackwardParams p;
     if (!fill_params(p, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype, scale, window_left,
                      window_right, softcap, error, error_len))
@@ -113,15 +97,7 @@ extern "C" int flashlab_backward(const char* kernel, const void* q, const void* 
     p.dk = dk;
     p.dv = dv;
     p.deterministic = deterministic != 0;
-    auto s = static_cast<cudaStream_t>(stream);
-    FLASHLAB_CUDA(cudaMallocAsync(&p.scratch, fa2_backward_scratch_bytes(p), s));
-    try {
-      fa2_backward(p, s);
-    } catch (...) {
-      cudaFreeAsync(p.scratch, s);
-      throw;
-    }
-    FLASHLAB_CUDA(cudaFreeAsync(p.scratch, s));
+    launch_backward(kernel, p, static_cast<cudaStream_t>(stream));
     return 0;
   } catch (const std::exception& e) {
     return fail(error, error_len, e.what());

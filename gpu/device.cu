@@ -4,7 +4,9 @@
 
 namespace flashlab::gpu {
 
-DeviceInfo probe_device() {
+namespace {
+
+DeviceInfo probe() {
   DeviceInfo info;
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
@@ -25,6 +27,15 @@ DeviceInfo probe_device() {
   info.name = prop.name;
   info.sm_major = prop.major;
   info.sm_minor = prop.minor;
+  return info;
+}
+
+}  // namespace
+
+// Read once: every kernel call through the C ABIs asks (gpu::unsupported), and cudaGetDeviceProperties
+// costs far more than the 10 us a call's overhead may take. Device 0 is the one asked, as before.
+DeviceInfo probe_device() {
+  static const DeviceInfo info = probe();
   return info;
 }
 

@@ -7,6 +7,7 @@
 #include "device.hpp"
 #include "flashlab/dropout.hpp"
 #include "kernels.hpp"
+#include "launch.hpp"
 
 namespace flashlab::gpu {
 namespace {
@@ -54,23 +55,6 @@ void download(Tensor& t, const void* src, Dtype d) {
 }
 
 size_t elem_size(Dtype d) { return d == Dtype::fp32 ? 4 : 2; }
-
-AttentionParams params_of(const Problem& p, Dtype dt) {
-  AttentionParams a;
-  a.batch = int(p.batch);
-  a.heads_q = int(p.heads_q);
-  a.heads_kv = int(p.heads_kv);
-  a.seqlen_q = int(p.seqlen_q);
-  a.seqlen_k = int(p.seqlen_k);
-  a.head_dim = int(p.head_dim);
-  a.scale = float(p.softmax_scale());
-  a.softcap = float(p.softcap);
-  a.window_left = int(p.left());
-  a.window_right = int(p.right());
-  a.dtype = dt;
-  set_contiguous_strides(a);
-  return a;
-}
 
 // cu_seqlens on the device for a varlen problem (packed rows: batch strides unused).
 struct DeviceSeqlens {

@@ -13,6 +13,7 @@ packages=(
   libbenchmark-dev                      # bench/
   libglfw3-dev libimgui-dev libstb-dev  # visualizer/
   libgl-dev libgl1-mesa-dri xvfb xauth  # visualizer tests under Xvfb + Mesa
+  python3-numpy python3-pytest          # python/ (the flashlab package) and its tests
 )
 
 missing=()

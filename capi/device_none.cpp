@@ -1,0 +1,20 @@
+// Built without CUDA: the GPU kernels' names are known, and calling one says why it cannot run.
+#include "api.hpp"
+#include "flashlab/error.hpp"
+
+namespace flashlab::capi {
+
+bool built_with_cuda() { return false; }
+
+bool is_device_kernel(const std::string& impl) { return impl == "fa2" || impl == "fa3" || impl == "standard"; }
+
+void device_forward(const std::string& kernel, const Problem&, const flashlab_tensors&) {
+  throw Error(kernel + ": this libflashlab was built without CUDA (no nvcc at configure time); "
+                       "use a CPU implementation (reference, tiled-fa2, ...) or rebuild where nvcc is installed");
+}
+
+void device_backward(const std::string& kernel, const Problem& p, const flashlab_tensors& t) {
+  device_forward(kernel, p, t);
+}
+
+}  // namespace flashlab::capi

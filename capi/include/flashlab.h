@@ -1,0 +1,124 @@
+/* flashlab's C ABI (libflashlab.so): attention, the simulator and the tiled walk for any caller that
+ * can pass a struct and pointers (Python's ctypes in python/flashlab/, C, Julia, ...).
+ *
+ * Versioning: every struct opens with `struct_size` (sizeof the struct as the caller compiled it) and
+ * `abi_version` (FLASHLAB_ABI_VERSION of the caller's header). The library refuses a struct whose size
+ * or version it does not know, with a message saying which header to build against; fields are only
+ * ever appended, and a new field makes a new version.
+ *
+ * Errors: every entry point returns 0 on success, and otherwise a non-zero code with a one-line reason
+ * written into `error` (at most error_len bytes, always NUL-terminated). Nothing throws across the ABI.
+ *
+ * Layouts are flash_attn_func's (core/include/flashlab/problem.hpp has the table):
+ *   q, o     (batch, seqlen_q, heads_q,  head_dim[_v])   varlen: (total_q, heads_q,  head_dim[_v])
+ *   k, v     (batch, seqlen_k, heads_kv, head_dim[_v])   varlen: (total_k, heads_kv, head_dim[_v])
+ *   lse      (batch, heads_q, seqlen_q) fp32             varlen: (heads_q, total_q)
+ * contiguous, row-major. On the CPU (host memory) every tensor is fp32 holding values of `dtype`
+ * (inputs are rounded to it); on the GPU (device memory) tensors are stored in `dtype` itself.
+ */
+#ifndef FLASHLAB_H
+#define FLASHLAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLASHLAB_ABI_VERSION 1
+
+#if defined(__GNUC__)
+#define FLASHLAB_API __attribute__((visibility("default")))
+#else
+#define FLASHLAB_API
+#endif
+
+enum flashlab_dtype { FLASHLAB_FP32 = 0, FLASHLAB_FP16 = 1, FLASHLAB_BF16 = 2 };
+
+/* One attention call, described completely (flashlab::Problem's fields, C types). */
+typedef struct flashlab_problem {
+  uint32_t struct_size;         /* sizeof(flashlab_problem) */
+  uint32_t abi_version;         /* FLASHLAB_ABI_VERSION */
+  int64_t batch;
+  int64_t heads_q, heads_kv;    /* heads_q % heads_kv == 0 (GQA; MQA when heads_kv == 1) */
+  int64_t seqlen_q, seqlen_k;   /* varlen: the largest length in the batch (max_seqlen_q/k) */
+  int64_t head_dim, head_dim_v; /* head_dim_v 0: head_dim */
+  int32_t dtype;                /* enum flashlab_dtype */
+  int32_t causal;               /* bottom-right aligned when seqlen_q != seqlen_k */
+  int64_t window_left, window_right; /* -1: unbounded side */
+  double scale;                 /* 0: 1/sqrt(head_dim) */
+  double softcap;               /* 0: off */
+  int32_t alibi;                /* 1: ALiBi; slopes below, or the paper's 2^(-8(h+1)/heads) when NULL */
+  int32_t pad0;
+  const double* alibi_slopes;   /* (heads_q,) or NULL */
+  double dropout_p;
+  uint64_t seed;                /* dropout's seed; the walk's random inputs when it is given no tensors */
+  const int32_t* cu_seqlens_q;  /* host memory, (batch + 1,) cumulative offsets; NULL: fixed length */
+  const int32_t* cu_seqlens_k;
+} flashlab_problem;
+
+/* The tensors of one call. Forward reads q, k, v and writes o, lse; backward reads q, k, v, o, lse, d_o
+ * and writes dq, dk, dv (dq, dk, dv shaped like q, k, v). Host memory for the CPU implementations,
+ * device memory for the GPU kernels (which also take the device copies of cu_seqlens and a stream). */
+typedef struct flashlab_tensors {
+  uint32_t struct_size;         /* sizeof(flashlab_tensors) */
+  uint32_t abi_version;         /* FLASHLAB_ABI_VERSION */
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  const void* d_o;
+  void* dq;
+  void* dk;
+  void* dv;
+  const int32_t* cu_seqlens_q_device; /* GPU varlen: (batch + 1,) int32 on the device */
+  const int32_t* cu_seqlens_k_device;
+  void* stream;                 /* GPU: a cudaStream_t (NULL: the default stream) */
+  int32_t deterministic;        /* GPU fa2 backward: dQ without atomics */
+  int32_t pad0;
+} flashlab_tensors;
+
+FLASHLAB_API int flashlab_abi_version(void);
+/* 1 when the library was built with CUDA (the GPU kernels can be called), else 0. */
+FLASHLAB_API int flashlab_has_cuda(void);
+
+/* Frees text the library returned (estimate, walk, check, implementations). */
+FLASHLAB_API void flashlab_free(char* text);
+
+/* The implementations: JSON [{"name", "description", "memory": "host"|"device", "has_backward"}, ...]. */
+FLASHLAB_API int flashlab_implementations(char** json_out, char* error, size_t error_len);
+
+/* Attention. `impl` is a name from flashlab_implementations: a harness implementation (reference,
+ * tiled-fa1, tiled-fa2, gpu-fa2, ...) on host memory, or a GPU kernel (fa2, fa3, standard) on device
+ * memory. */
+FLASHLAB_API int flashlab_forward_v1(const char* impl, const flashlab_problem* problem, const flashlab_tensors* tensors,
+                        char* error, size_t error_len);
+FLASHLAB_API int flashlab_backward_v1(const char* impl, const flashlab_problem* problem, const flashlab_tensors* tensors,
+                         char* error, size_t error_len);
+
+/* The simulator's records for one problem, exactly `flashlab estimate --format json` (a JSON array).
+ * gpu: a preset name; algo: standard | math | fa1 | fa2 | fa3 | all; pass: fwd | bwd | fwd+bwd;
+ * impl: upstream | flashlab | cudnn. *json_out is freed with flashlab_free. */
+FLASHLAB_API int flashlab_estimate(const flashlab_problem* problem, const char* gpu, const char* algo, const char* pass,
+                      const char* impl, char** json_out, char* error, size_t error_len);
+
+/* The tiled executor's events for one walk, exactly `flashlab trace --format jsonl` (one JSON object a
+ * line). order: fa1 | fa2 | bwd | fa1-bwd; br, bc: the tile. With tensors NULL the inputs are the
+ * random ones `flashlab trace` uses (seeded by problem->seed); otherwise host fp32 q, k, v (and d_o for
+ * a backward order). *jsonl_out is freed with flashlab_free. */
+FLASHLAB_API int flashlab_walk(const flashlab_problem* problem, const char* order, int64_t br, int64_t bc,
+                  const flashlab_tensors* tensors, char** jsonl_out, char* error, size_t error_len);
+
+/* The harness's check of one implementation on random inputs (seeded by problem->seed) against the
+ * fp64 oracle, by the official tolerance rule: JSON {"impl", "skipped", "pass", "fields": [{"field",
+ * "error", "tolerance", "pass"}], "fwd_seconds", "bwd_seconds"}. pass: fwd | bwd | fwd+bwd. */
+FLASHLAB_API int flashlab_check(const char* impl, const flashlab_problem* problem, const char* pass, char** json_out,
+                   char* error, size_t error_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHLAB_H */

@@ -1,0 +1,58 @@
+#include "launch.hpp"
+
+#include "cuda_check.hpp"
+#include "flashlab/error.hpp"
+#include "kernels.hpp"
+
+namespace flashlab::gpu {
+
+AttentionParams params_of(const Problem& p, Dtype dt) {
+  AttentionParams a;
+  a.batch = int(p.batch);
+  a.heads_q = int(p.heads_q);
+  a.heads_kv = int(p.heads_kv);
+  a.seqlen_q = int(p.seqlen_q);
+  a.seqlen_k = int(p.seqlen_k);
+  a.head_dim = int(p.head_dim);
+  a.scale = float(p.softmax_scale());
+  a.softcap = float(p.softcap);
+  a.window_left = int(p.left());
+  a.window_right = int(p.right());
+  a.dtype = dt;
+  set_contiguous_strides(a);
+  return a;
+}
+
+void launch_forward(const std::string& kernel, const AttentionParams& p, cudaStream_t stream) {
+  if (kernel == "fa2") {
+    fa2_forward(p, stream);
+  } else if (kernel == "fa3") {
+    fa3_forward(p, stream);
+  } else if (kernel == "standard") {
+    const size_t plane = size_t(p.batch) * p.heads_q * p.seqlen_q * p.seqlen_k;  // S (fp32) and P per head
+    void *S = nullptr, *P = nullptr;
+    FLASHLAB_CUDA(cudaMallocAsync(&S, plane * 4, stream));
+    FLASHLAB_CUDA(cudaMallocAsync(&P, plane * (p.dtype == Dtype::fp32 ? 4 : 2), stream));
+    standard_forward(p, static_cast<float*>(S), P, stream);
+    FLASHLAB_CUDA(cudaFreeAsync(S, stream));
+    FLASHLAB_CUDA(cudaFreeAsync(P, stream));
+  } else {
+    throw Error("unknown kernel '" + kernel + "': expected fa2, fa3 or standard");
+  }
+}
+
+void launch_backward(const std::string& kernel, BackwardParams& p, cudaStream_t stream) {
+  if (kernel != "fa2") throw Error("kernel '" + kernel + "' has no backward: only fa2 has one");
+  FLASHLAB_CUDA(cudaMallocAsync(&p.scratch, fa2_backward_scratch_bytes(p), stream));
+  try {
+    fa2_backward(p, stream);
+  } catch (...) {
+    cudaFreeAsync(p.scratch, stream);
+    p.scratch = nullptr;
+    throw;
+  }
+  FLASHLAB_CUDA(cudaFreeAsync(p.scratch, stream));
+  p.scratch = nullptr;
+}
+
+}  // namespace flashlab::gpu

@@ -1,0 +1,23 @@
+// The kernels on device memory the caller owns (PyTorch tensors through the C ABIs: capi/ and c_api.cpp),
+// picked by name, on the caller's stream. host.cu drives the same kernels from host tensors for the
+// harness; both build their AttentionParams with params_of.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "flashlab/problem.hpp"
+#include "params.hpp"
+
+namespace flashlab::gpu {
+
+// A validated problem's shapes, scale, mask and softcap in the kernels' struct, contiguous strides, no
+// pointers. Varlen fields (cu_seqlens, total_q/k, batch strides 0) are the caller's to set.
+AttentionParams params_of(const Problem& p, Dtype dt);
+
+// "fa2" | "fa3" | "standard" (S and P allocated and freed on `stream`); throws flashlab::Error otherwise.
+void launch_forward(const std::string& kernel, const AttentionParams& p, cudaStream_t stream);
+// "fa2" only. p.scratch is allocated on `stream` and freed before returning (p.scratch is left null).
+void launch_backward(const std::string& kernel, BackwardParams& p, cudaStream_t stream);
+
+}  // namespace flashlab::gpu

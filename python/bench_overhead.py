@@ -1,0 +1,85 @@
+"""The custom op's per-call overhead over a direct C ABI call, on a GPU (issue 16: under 10 us).
+
+Three ways to run the same fa2 forward on the same tensors, each timed as the host time per call over many
+back-to-back calls of a tiny problem (so the kernel itself is short and the launch queue does not fill):
+  abi      flashlab_forward_v1 through ctypes, structs built once (what any binding pays at least)
+  op       torch.ops.flashlab.fwd (the custom op: dispatcher, checks inside, outputs allocated)
+  func     flashlab.flash_attn_func (flash-attn's signature: Python checks, then the op)
+overhead = op - abi and func - abi. Prints a table and, with --json, one JSON object.
+
+    FLASHLAB_LIBRARY=build/capi/libflashlab.so python3 python/bench_overhead.py
+"""
+import argparse
+import ctypes
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+
+import flashlab  # noqa: E402
+from flashlab import _abi, torch_ops  # noqa: E402
+
+
+def per_call_us(fn, calls):
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(5):  # the best of 5 repeats: the machine's noise only ever adds
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--seqlen", type=int, default=64)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    b, s, h, d = 1, args.seqlen, 1, 64  # one CTA: the kernel takes a few us, below the host time measured
+    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = torch.empty_like(q)
+    lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+
+    lib = _abi.lib()
+    problem = torch_ops._problem(b, h, h, s, s, d, d, "bf16", True, -1, -1, 0.0, 0.0, None, 0.0, 0, None, None)
+    tensors = _abi.new_tensors()
+    tensors.q, tensors.k, tensors.v, tensors.o, tensors.lse = (x.data_ptr() for x in (q, k, v, o, lse))
+    tensors.stream = torch.cuda.current_stream().cuda_stream
+    err = ctypes.create_string_buffer(256)
+    fn, pref, tref = lib.flashlab_forward_v1, problem.ref, ctypes.byref(tensors)
+
+    def abi():
+        if fn(b"fa2", pref, tref, err, 256) != 0:
+            raise RuntimeError(err.value.decode())
+
+    op = torch.ops.flashlab.fwd
+    rows = {
+        "abi": per_call_us(abi, args.calls),
+        "op": per_call_us(lambda: op(q, k, v, None, None, 0, 0, 0.0, 0.0, True, -1, -1, 0.0, None, 0, "fa2", False),
+                          args.calls),
+        "func": per_call_us(lambda: flashlab.flash_attn_func(q, k, v, causal=True), args.calls),
+    }
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "shape": [b, s, h, d],
+              "us_per_call": rows, "op_overhead_us": rows["op"] - rows["abi"],
+              "func_overhead_us": rows["func"] - rows["abi"]}
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(f"{result['device']}, torch {result['torch']}, fa2 forward (batch, seqlen, heads, dim) = {tuple(result['shape'])}")
+    for name, us in rows.items():
+        print(f"  {name:5s} {us:8.2f} us/call")
+    print(f"  overhead of the op over the C ABI:       {result['op_overhead_us']:6.2f} us (target < 10)")
+    print(f"  overhead of flash_attn_func over the ABI: {result['func_overhead_us']:6.2f} us")
+
+
+if __name__ == "__main__":
+    main()

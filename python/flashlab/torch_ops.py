@@ -1,0 +1,228 @@
+"""flashlab attention as PyTorch custom ops (PyTorch >= 2.4: torch.library.custom_op).
+
+  torch.ops.flashlab.fwd(q, k, v, ...) -> (out, softmax_lse)         the forward, any device
+  torch.ops.flashlab.bwd(dout, q, k, v, out, softmax_lse, ...) -> (dq, dk, dv)
+
+Each op is opaque to torch.compile: a fake implementation (register_fake) gives its output shapes, so
+torch.compile(fullgraph=True) traces a model through it without a graph break, and register_autograd
+makes bwd the forward's gradient (what loss.backward() runs). CUDA tensors run a GPU kernel on their
+own memory and PyTorch's current stream (impl "fa2" unless told: "fa3", "standard"; the backward is
+always fa2's, the only GPU backward); CPU tensors run a CPU implementation ("tiled-fa2" unless told).
+
+Importing this module imports torch and registers the ops; flashlab.flash_attn_func imports it on the
+first torch tensor it sees (under torch.compile the import runs eagerly, outside the traced graph).
+"""
+import contextlib
+import ctypes
+import functools
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _abi, _checks
+from ._problem import ProblemArgs
+
+if not hasattr(torch, "library") or not hasattr(torch.library, "custom_op"):
+    raise ImportError(f"flashlab's torch ops need PyTorch >= 2.4 (torch.library.custom_op); this is torch "
+                      f"{torch.__version__}. numpy arrays work without torch: flashlab.flash_attn_func(q_np, k_np, v_np)")
+
+_PRECISION = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+DEVICE_KERNELS = ("fa2", "fa3", "standard")
+DEFAULT_DEVICE_IMPL = "fa2"
+DEFAULT_HOST_IMPL = "tiled-fa2"
+HOST_BACKWARD = ("reference", "tiled-fa1", "tiled-fa2", "gpu-fa2", "gpu-fa2-deterministic")
+
+
+# ---- the problem struct, cached: a call of the same shapes and options builds it once
+
+@functools.lru_cache(maxsize=512)
+def _problem(batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, head_dim_v, precision, causal, window_left,
+             window_right, scale, softcap, slopes, dropout_p, seed, cu_q, cu_k):
+    return ProblemArgs(batch=batch, heads_q=heads_q, heads_kv=heads_kv, seqlen_q=seqlen_q, seqlen_k=seqlen_k,
+                       head_dim=head_dim, head_dim_v=head_dim_v, dtype=precision, causal=causal,
+                       window_size=(window_left, window_right), softmax_scale=scale or None, softcap=softcap,
+                       alibi_slopes=slopes, dropout_p=dropout_p, seed=seed, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+
+
+def _problem_of(q, k, v, cu_q, cu_k, max_q, max_k, dropout_p, scale, causal, wl, wr, softcap, alibi, seed):
+    shapes = _checks.attention_shapes(q, k, v, cu_q, cu_k, max_q, max_k)
+    cu_q_host = None if cu_q is None else tuple(cu_q.tolist())  # varlen: the offsets on the host (a sync on CUDA)
+    cu_k_host = None if cu_k is None else tuple(cu_k.tolist())
+    if shapes.varlen:  # the offsets must end at q's and k's rows, or a kernel would read past them
+        _checks.check_offsets(cu_q_host, cu_k_host, shapes)
+    slopes = None if alibi is None else tuple(float(x) for x in alibi.tolist())
+    problem = _problem(int(shapes.batch), int(shapes.heads_q), int(shapes.heads_kv), int(shapes.seqlen_q),
+                       int(shapes.seqlen_k), int(shapes.head_dim), int(shapes.head_dim_v), _PRECISION[q.dtype],
+                       causal, wl, wr, scale, softcap, slopes, dropout_p, seed, cu_q_host, cu_k_host)
+    return shapes, problem
+
+
+def _call(entry, impl, problem, pointers, stream=None, cu_q=None, cu_k=None, deterministic=False):
+    t = _abi.new_tensors()
+    for name, ptr in pointers.items():
+        setattr(t, name, ptr)
+    if cu_q is not None:
+        t.cu_seqlens_q_device, t.cu_seqlens_k_device = cu_q.data_ptr(), cu_k.data_ptr()
+    t.stream = stream
+    t.deterministic = int(deterministic)
+    _abi.call(getattr(_abi.lib(), entry), impl.encode(), problem.ref, ctypes.byref(t))
+
+
+def _stream(x):
+    return torch.cuda.current_stream(x.device).cuda_stream
+
+
+def _device_of(x):
+    """The tensor's GPU made current for the call; a no-op (and no cost) when it already is."""
+    if x.device.index is None or x.device.index == torch.cuda.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(x.device)
+
+
+def _host_f32(x):
+    return x.detach().to(torch.float32).contiguous()
+
+
+# ---- the forward op
+
+@torch.library.custom_op("flashlab::fwd", mutates_args=())
+def fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
+        max_seqlen_q: int, max_seqlen_k: int, dropout_p: float, softmax_scale: float, causal: bool, window_left: int,
+        window_right: int, softcap: float, alibi_slopes: Optional[Tensor], seed: int, impl: str,
+        deterministic: bool) -> Tuple[Tensor, Tensor]:
+    shapes, problem = _problem_of(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                                  softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, seed)
+    lse = torch.empty(shapes.lse_shape(), dtype=torch.float32, device=q.device)
+    if q.is_cuda:
+        out = q.new_empty(shapes.o_shape())
+        with _device_of(q):
+            _call("flashlab_forward_v1", impl, problem,
+                  dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=out.data_ptr(), lse=lse.data_ptr()),
+                  _stream(q), cu_seqlens_q, cu_seqlens_k)
+        return out, lse
+    qh, kh, vh = _host_f32(q), _host_f32(k), _host_f32(v)
+    out = torch.empty(shapes.o_shape(), dtype=torch.float32)
+    _call("flashlab_forward_v1", impl, problem,
+          dict(q=qh.data_ptr(), k=kh.data_ptr(), v=vh.data_ptr(), o=out.data_ptr(), lse=lse.data_ptr()))
+    return out.to(q.dtype), lse
+
+
+@fwd.register_fake
+def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
+              window_left, window_right, softcap, alibi_slopes, seed, impl, deterministic):
+    if cu_seqlens_q is None:  # (batch, seqlen_q, heads_q, headdim_v), LSE (batch, heads_q, seqlen_q)
+        out_shape = (q.shape[0], q.shape[1], q.shape[2], v.shape[-1])
+        lse_shape = (q.shape[0], q.shape[2], q.shape[1])
+    else:                     # (total_q, heads_q, headdim_v), LSE (heads_q, total_q)
+        out_shape = (q.shape[0], q.shape[1], v.shape[-1])
+        lse_shape = (q.shape[1], q.shape[0])
+    return q.new_empty(out_shape), q.new_empty(lse_shape, dtype=torch.float32)
+
+
+# ---- the backward op
+
+@torch.library.custom_op("flashlab::bwd", mutates_args=())
+def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, softmax_lse: Tensor,
+        cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
+        dropout_p: float, softmax_scale: float, causal: bool, window_left: int, window_right: int, softcap: float,
+        alibi_slopes: Optional[Tensor], seed: int, impl: str, deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    _, problem = _problem_of(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                             softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, seed)
+    if q.is_cuda:
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        with _device_of(q):
+            _call("flashlab_backward_v1", impl, problem,
+                  dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=out.data_ptr(), lse=softmax_lse.data_ptr(),
+                       d_o=dout.data_ptr(), dq=dq.data_ptr(), dk=dk.data_ptr(), dv=dv.data_ptr()),
+                  _stream(q), cu_seqlens_q, cu_seqlens_k, deterministic)
+        return dq, dk, dv
+    hosts = [_host_f32(x) for x in (q, k, v, out, softmax_lse, dout)]
+    grads = [torch.empty(x.shape, dtype=torch.float32) for x in hosts[:3]]
+    _call("flashlab_backward_v1", impl, problem,
+          dict(zip(("q", "k", "v", "o", "lse", "d_o", "dq", "dk", "dv"), [x.data_ptr() for x in hosts + grads])))
+    return tuple(g.to(q.dtype) for g in grads)
+
+
+@bwd.register_fake
+def _bwd_fake(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+              softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, seed, impl, deterministic):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+# ---- autograd: the forward's inputs and outputs kept, bwd run on dout
+
+def _backward_impl(impl, on_cuda):
+    if on_cuda:
+        return "fa2"  # fa3 and standard have no backward; fa2's is the GPU backward
+    return impl if impl in HOST_BACKWARD else DEFAULT_HOST_IMPL
+
+
+def _setup_context(ctx, inputs, output):
+    (q, k, v, cu_q, cu_k, max_q, max_k, dropout_p, scale, causal, wl, wr, softcap, alibi, seed, impl,
+     deterministic) = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, alibi)
+    ctx.options = (max_q, max_k, dropout_p, scale, causal, wl, wr, softcap)
+    ctx.seed, ctx.deterministic = seed, deterministic
+    ctx.impl = _backward_impl(impl, q.is_cuda)
+
+
+def _backward(ctx, dout, dlse):
+    q, k, v, out, lse, cu_q, cu_k, alibi = ctx.saved_tensors
+    max_q, max_k, dropout_p, scale, causal, wl, wr, softcap = ctx.options
+    if dout is None:  # only the LSE was used downstream; its gradient is not propagated (as in flash-attn)
+        dout = torch.zeros_like(out)
+    dq, dk, dv = bwd(dout.contiguous(), q, k, v, out, lse, cu_q, cu_k, max_q, max_k, dropout_p, scale, causal, wl, wr,
+                     softcap, alibi, ctx.seed, ctx.impl, ctx.deterministic)
+    # one gradient per forward input: q, k, v, then none for the 14 options
+    return (dq, dk, dv) + (None,) * 14
+
+
+fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ---- flash-attn's signature over the op, with its checks (traced by torch.compile: plain Python on shapes)
+
+def _check_tensors(q, k, v, cu_q, cu_k, impl):
+    for name, x in (("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"q is a torch.Tensor but {name} is {type(x).__name__}: pass q, k, v as tensors")
+        if x.device != q.device:
+            raise ValueError(f"q is on {q.device} but {name} is on {x.device}: move q, k, v to one device")
+    if q.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"dtype {q.dtype} is not supported: cast q, k, v to torch.bfloat16, torch.float16 or "
+                        "torch.float32 (e.g. q.to(torch.bfloat16))")
+    if q.is_cuda:
+        if impl not in DEVICE_KERNELS:
+            raise ValueError(f"impl={impl!r} is a CPU implementation and q, k, v are CUDA tensors: use impl='fa2', "
+                             "'fa3' or 'standard', or move the tensors with .cpu()")
+        if impl != "standard" and q.dtype == torch.float32:
+            raise TypeError(f"{impl} runs bf16 and fp16 on the GPU, and q is float32: cast q, k, v with "
+                            ".to(torch.bfloat16) (or use impl='standard')")
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            if not x.is_contiguous():
+                raise ValueError(f"{name} is not contiguous (shape {tuple(x.shape)}, strides {x.stride()}): the GPU "
+                                 f"kernels read contiguous tensors; pass {name}.contiguous()")
+        for name, cu in (("cu_seqlens_q", cu_q), ("cu_seqlens_k", cu_k)):
+            if cu is not None and (cu.dtype != torch.int32 or cu.device != q.device):
+                raise TypeError(f"{name} is {cu.dtype} on {cu.device}: the kernels take int32 offsets on q's device "
+                                f"({q.device}): pass {name}.to(device=q.device, dtype=torch.int32)")
+    elif impl in DEVICE_KERNELS:
+        raise ValueError(f"impl={impl!r} runs on CUDA tensors and q is on {q.device}: move q, k, v with .cuda(), or "
+                         "use a CPU implementation (tiled-fa2, tiled-fa1, reference)")
+
+
+def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
+              window_size, softcap, alibi_slopes, deterministic, return_attn_probs, impl, seed):
+    impl = impl or (DEFAULT_DEVICE_IMPL if q.is_cuda else DEFAULT_HOST_IMPL)
+    _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, impl)
+    shapes = _checks.attention_shapes(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    _checks.check_window(window_size)
+    _checks.check_alibi_shape(alibi_slopes, shapes)
+    if softmax_scale is not None and not softmax_scale > 0:
+        raise ValueError(f"softmax_scale must be a positive number or None (1/sqrt(headdim)), got {softmax_scale}")
+    out, lse = fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q or 0, max_seqlen_k or 0, float(dropout_p),
+                   float(softmax_scale or 0.0), bool(causal), int(window_size[0]), int(window_size[1]),
+                   float(softcap), alibi_slopes, int(seed), impl, bool(deterministic))
+    return (out, lse, None) if return_attn_probs else out

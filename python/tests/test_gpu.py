@@ -1,0 +1,212 @@
+"""The custom op on a CUDA GPU (PyTorch >= 2.4; written for 2.11 on an H100) against PyTorch's SDPA:
+forward and backward on awkward shapes, GQA, varlen, windows, and under torch.compile(fullgraph=True)
+with no graph break. Skipped, with the reason shown (pytest -rs), where torch or a GPU is missing.
+
+Run on the GPU machine (python/README.md, "On a GPU"):
+    FLASHLAB_LIBRARY=build/capi/libflashlab.so python3 -m pytest -rs python/tests/test_gpu.py
+
+The tolerance is the harness's rule: flashlab's error at
+most 2x (3x for gradients) that of SDPA run in the same low precision, plus 1e-5 (harness/check.hpp's
+rule, with SDPA in fp64 as the oracle)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="no torch here: the GPU tests need PyTorch >= 2.4 with CUDA")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device: the GPU tests run on the GPU machine", allow_module_level=True)
+if not hasattr(torch.library, "custom_op"):
+    pytest.skip(f"torch {torch.__version__} has no torch.library.custom_op (needs >= 2.4)", allow_module_level=True)
+
+import torch.nn.functional as F  # noqa: E402
+
+import flashlab  # noqa: E402
+
+DEVICE = "cuda"
+
+
+def sdpa(q, k, v, causal=False, window=(-1, -1), scale=None, upcast=False):
+    """SDPA on flash-attn's layout (batch, seqlen, heads, dim), GQA by repeating k, v, masks as flashlab
+    defines them (bottom-right causal, windows) through an explicit boolean mask."""
+    dtype = q.dtype
+    if upcast:
+        q, k, v = q.double(), k.double(), v.double()
+    b, sq, hq, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    kt = kt.repeat_interleave(hq // hk, dim=1)
+    vt = vt.repeat_interleave(hq // hk, dim=1)
+    mask = None
+    left, right = window
+    if causal:
+        right = 0 if right < 0 else min(right, 0)
+    if left >= 0 or right >= 0:
+        i = torch.arange(sq, device=q.device)[:, None] + (sk - sq)
+        j = torch.arange(sk, device=q.device)[None, :]
+        mask = torch.ones(sq, sk, dtype=torch.bool, device=q.device)
+        if left >= 0:
+            mask &= j >= i - left
+        if right >= 0:
+            mask &= j <= i + right
+    out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, scale=scale)
+    out = out.transpose(1, 2)
+    if mask is not None:  # rows that see no column: flashlab (and flash-attn) give 0, SDPA NaN
+        out = torch.nan_to_num(out, nan=0.0)
+    return out.to(dtype) if not upcast else out
+
+
+def max_err(a, b):
+    return (a.double() - b.double()).abs().max().item()
+
+
+def rand(*shape, dtype=torch.bfloat16, grad=True):
+    return torch.randn(*shape, device=DEVICE, dtype=dtype).requires_grad_(grad)
+
+
+# (batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, options)
+CASES = {
+    "plain-d64": (2, 256, 256, 4, 4, 64, {}),
+    "awkward-causal": (3, 77, 203, 6, 6, 128, {"causal": True}),
+    "gqa-odd-lengths": (2, 333, 129, 8, 2, 64, {}),
+    "mqa-causal-d96": (1, 1000, 1000, 4, 1, 96, {"causal": True}),
+    "window": (2, 300, 300, 4, 4, 128, {"window_size": (64, 8)}),
+    "d256": (1, 130, 257, 2, 2, 256, {"causal": True}),
+}
+
+
+def check_against_sdpa(case, impl, dtype, backward):
+    b, sq, sk, hq, hk, d, opts = CASES[case]
+    torch.manual_seed(0)
+    q, k, v = rand(b, sq, hq, d, dtype=dtype), rand(b, sk, hk, d, dtype=dtype), rand(b, sk, hk, d, dtype=dtype)
+    causal, window = opts.get("causal", False), opts.get("window_size", (-1, -1))
+    out = flashlab.flash_attn_func(q, k, v, impl=impl, **opts)
+    ref = sdpa(q, k, v, causal, window, upcast=True)      # fp64 oracle
+    low = sdpa(q, k, v, causal, window)                   # SDPA in the same precision: sets the tolerance
+    assert out.shape == q.shape and out.dtype == dtype
+    tol = 2 * max_err(low, ref) + 1e-5
+    assert max_err(out, ref) <= tol, f"O: {max_err(out, ref):.3e} > {tol:.3e}"
+    if not backward:
+        return
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    grads_ref = torch.autograd.grad(ref, (q, k, v), dout.double())
+    grads_low = torch.autograd.grad(low, (q, k, v), dout)
+    for name, g, r, lo in zip(("dQ", "dK", "dV"), grads, grads_ref, grads_low):
+        tol = 3 * max_err(lo, r) + 1e-5
+        assert max_err(g, r) <= tol, f"{name}: {max_err(g, r):.3e} > {tol:.3e}"
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_fa2_forward_backward_against_sdpa(case, dtype):
+    check_against_sdpa(case, "fa2", dtype, backward=True)
+
+
+@pytest.mark.parametrize("case", ["plain-d64", "awkward-causal", "gqa-odd-lengths", "d256"])
+def test_fa3_forward_against_sdpa(case):
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("fa3 needs an sm_90 GPU (H100/H200)")
+    check_against_sdpa(case, "fa3", torch.bfloat16, backward=True)  # its backward is fa2's
+
+
+def test_varlen_against_sdpa_per_sequence():
+    torch.manual_seed(1)
+    lens_q, lens_k = [17, 300, 1, 128], [200, 33, 64, 128]
+    cu_q = torch.tensor([0] + torch.tensor(lens_q).cumsum(0).tolist(), dtype=torch.int32, device=DEVICE)
+    cu_k = torch.tensor([0] + torch.tensor(lens_k).cumsum(0).tolist(), dtype=torch.int32, device=DEVICE)
+    q, k, v = rand(sum(lens_q), 8, 64), rand(sum(lens_k), 2, 64), rand(sum(lens_k), 2, 64)
+    out = flashlab.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), causal=True)
+    dout = torch.randn_like(out)
+    dq, dk, dv = torch.autograd.grad(out, (q, k, v), dout)
+    for bi in range(len(lens_q)):
+        qs, ks = slice(cu_q[bi], cu_q[bi + 1]), slice(cu_k[bi], cu_k[bi + 1])
+        qb, kb, vb = (x.detach()[s].unsqueeze(0).requires_grad_() for x, s in ((q, qs), (k, ks), (v, ks)))
+        ref = sdpa(qb, kb, vb, causal=True, upcast=True)
+        low = sdpa(qb, kb, vb, causal=True)
+        assert max_err(out[qs].unsqueeze(0), ref) <= 2 * max_err(low, ref) + 1e-5, f"O of sequence {bi}"
+        g_ref = torch.autograd.grad(ref, (qb, kb, vb), dout[qs].unsqueeze(0).double())
+        g_low = torch.autograd.grad(low, (qb, kb, vb), dout[qs].unsqueeze(0))
+        for name, g, r, lo in zip(("dQ", "dK", "dV"), (dq[qs], dk[ks], dv[ks]), g_ref, g_low):
+            assert max_err(g.unsqueeze(0), r) <= 3 * max_err(lo, r) + 1e-5, f"{name} of sequence {bi}"
+
+
+class Block(torch.nn.Module):
+    """A small attention block: projections, flashlab's attention, an output projection."""
+
+    def __init__(self, dim=256, heads=4, kv_heads=2):
+        super().__init__()
+        self.heads, self.kv_heads, self.d = heads, kv_heads, dim // heads
+        self.q = torch.nn.Linear(dim, dim)
+        self.kv = torch.nn.Linear(dim, 2 * kv_heads * self.d)
+        self.o = torch.nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, self.heads, self.d)
+        k, v = self.kv(x).view(b, s, 2, self.kv_heads, self.d).unbind(2)
+        y = flashlab.flash_attn_func(q, k.contiguous(), v.contiguous(), causal=True)
+        return self.o(y.reshape(b, s, -1))
+
+
+def test_compile_fullgraph_matches_eager_and_sdpa():
+    torch.manual_seed(2)
+    model = Block().to(DEVICE, torch.bfloat16)
+    x = torch.randn(2, 300, 256, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    eager = model(x)
+    compiled = torch.compile(model, fullgraph=True)
+    y = compiled(x)
+    torch.testing.assert_close(y, eager)  # bf16 tolerances: inductor may fuse the projections differently
+    y.sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+def test_compile_has_no_graph_breaks():
+    model = Block().to(DEVICE, torch.bfloat16)
+    x = torch.randn(2, 128, 256, device=DEVICE, dtype=torch.bfloat16)
+    explanation = torch._dynamo.explain(model)(x)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    assert explanation.graph_count == 1
+
+
+def test_compile_first_in_a_fresh_process():
+    """torch imported after flashlab and no eager call before compiling: the op registers at trace time."""
+    code = ("import flashlab, torch\n"
+            "q = torch.randn(1, 64, 2, 64, device='cuda', dtype=torch.bfloat16)\n"
+            "f = torch.compile(lambda q: flashlab.flash_attn_func(q, q, q, causal=True), fullgraph=True)\n"
+            "print(float(f(q).float().abs().sum()))\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), os.pardir))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_op_opcheck():
+    """torch.library.opcheck: schema, fake implementation, autograd registration agree with the real op."""
+    q, k, v = rand(1, 64, 2, 64), rand(1, 64, 2, 64), rand(1, 64, 2, 64)
+    args = (q, k, v, None, None, 0, 0, 0.0, 0.0, True, -1, -1, 0.0, None, 0, "fa2", False)
+    torch.library.opcheck(torch.ops.flashlab.fwd.default, args)
+
+
+def test_input_errors_say_what_to_change():
+    q = rand(1, 64, 2, 64, grad=False)
+    with pytest.raises(TypeError, match=r"fa2 runs bf16 and fp16 on the GPU.*to\(torch.bfloat16\)"):
+        flashlab.flash_attn_func(q.float(), q.float(), q.float())
+    with pytest.raises(ValueError, match=r"is not contiguous .* \.contiguous\(\)"):
+        flashlab.flash_attn_func(q.transpose(1, 2), q.transpose(1, 2), q.transpose(1, 2))
+    with pytest.raises(ValueError, match=r"q is on cuda:0 but k is on cpu"):
+        flashlab.flash_attn_func(q, q.cpu(), q)
+    with pytest.raises(ValueError, match=r"impl='tiled-fa2' is a CPU implementation"):
+        flashlab.flash_attn_func(q, q, q, impl="tiled-fa2")
+    with pytest.raises(flashlab.FlashlabError, match=r"unsupported: ALiBi"):
+        flashlab.flash_attn_func(q, q, q, alibi_slopes=torch.ones(2, device=DEVICE))
+
+
+def test_cpu_tensors_run_the_cpu_path_with_autograd():
+    q = torch.randn(1, 50, 2, 16, requires_grad=True)
+    out = flashlab.flash_attn_func(q, q, q, causal=True)
+    ref = sdpa(q, q, q, causal=True)
+    assert max_err(out, ref) < 1e-5
+    (g,) = torch.autograd.grad(out.sum(), q)
+    (g_ref,) = torch.autograd.grad(ref.sum(), q)
+    assert max_err(g, g_ref) < 1e-4
