@@ -65,6 +65,7 @@ void device_forward(const std::string& kernel, const Problem& p, const flashlab_
   a.v = t.v;
   a.o = t.o;
   a.lse = t.lse;
+  const gpu::DeviceSlopes slopes(p, a, static_cast<cudaStream_t>(t.stream));
   gpu::launch_forward(kernel, a, static_cast<cudaStream_t>(t.stream));
 }
 
@@ -86,6 +87,7 @@ void device_backward(const std::string& kernel, const Problem& p, const flashlab
   a.dk = t.dk;
   a.dv = t.dv;
   a.deterministic = t.deterministic != 0;
+  const gpu::DeviceSlopes slopes(p, a, static_cast<cudaStream_t>(t.stream));
   gpu::launch_backward(kernel, a, static_cast<cudaStream_t>(t.stream));
 }
 

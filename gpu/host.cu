@@ -5,7 +5,6 @@
 
 #include "cuda_check.hpp"
 #include "device.hpp"
-#include "flashlab/dropout.hpp"
 #include "kernels.hpp"
 #include "launch.hpp"
 
@@ -73,24 +72,6 @@ struct DeviceSeqlens {
   }
 };
 
-// ALiBi's slopes on the device (one per query head) and dropout's seed, threshold and scale, when the
-// problem asks for them.
-struct DeviceExtras {
-  DeviceBuffer slopes;
-  DeviceExtras(const Problem& p, AttentionParams& a) : slopes(p.alibi ? size_t(p.heads_q) * 4 : 4) {
-    if (p.alibi) {
-      std::vector<float> s(size_t(p.heads_q));
-      for (int64_t h = 0; h < p.heads_q; ++h) s[size_t(h)] = float(p.alibi_slope(h));
-      FLASHLAB_CUDA(cudaMemcpy(slopes.ptr, s.data(), s.size() * 4, cudaMemcpyHostToDevice));
-      a.alibi_slopes = static_cast<const float*>(slopes.ptr);
-    }
-    if (p.dropout_p > 0) {
-      a.dropout_seed = p.seed;
-      a.dropout_threshold = dropout::threshold(p.dropout_p);
-      a.dropout_keep_scale = float(1.0 / (1.0 - p.dropout_p));
-    }
-  }
-};
 
 // A device copy of a host tensor in the kernel's dtype, or of the given byte count poisoned with NaN.
 DeviceBuffer uploaded(const Tensor& t, Dtype d) {
@@ -164,7 +145,7 @@ HostForward run_forward(const std::string& kernel, const Problem& p, const Tenso
   a.lse = static_cast<float*>(dlse.ptr);
 
   DeviceSeqlens seqlens(p, a);
-  DeviceExtras extras(p, a);
+  DeviceSlopes slopes(p, a, nullptr);
 
   if (kernel == "fa2") {
     fa2_forward(a, nullptr);
@@ -203,7 +184,7 @@ HostBackward run_backward(const std::string& kernel, const Problem& p, const Ten
   static_cast<AttentionParams&>(a) = params_of(p, dt);
   a.deterministic = deterministic;
   DeviceSeqlens seqlens(p, a);
-  DeviceExtras extras(p, a);
+  DeviceSlopes slopes(p, a, nullptr);
   DeviceBuffer q_in = uploaded(q, dt), k_in = uploaded(k, dt), v_in = uploaded(v, dt);
   DeviceBuffer d_o_in = uploaded(d_o, dt), o_in = uploaded(o, dt), lse_in(lse.data.size() * 4);
   FLASHLAB_CUDA(cudaMemcpy(lse_in.ptr, lse.ptr(), lse.data.size() * 4, cudaMemcpyHostToDevice));

@@ -1,6 +1,9 @@
 #include "launch.hpp"
 
+#include <vector>
+
 #include "cuda_check.hpp"
+#include "flashlab/dropout.hpp"
 #include "flashlab/error.hpp"
 #include "kernels.hpp"
 
@@ -19,8 +22,27 @@ AttentionParams params_of(const Problem& p, Dtype dt) {
   a.window_left = int(p.left());
   a.window_right = int(p.right());
   a.dtype = dt;
+  if (p.dropout_p > 0) {
+    a.dropout_seed = p.seed;
+    a.dropout_threshold = dropout::threshold(p.dropout_p);
+    a.dropout_keep_scale = float(1.0 / (1.0 - p.dropout_p));
+  }
   set_contiguous_strides(a);
   return a;
+}
+
+DeviceSlopes::DeviceSlopes(const Problem& problem, AttentionParams& p, cudaStream_t stream) : stream_(stream) {
+  if (!problem.alibi) return;
+  std::vector<float> slopes(size_t(problem.heads_q));
+  for (int64_t h = 0; h < problem.heads_q; ++h) slopes[size_t(h)] = float(problem.alibi_slope(h));
+  FLASHLAB_CUDA(cudaMallocAsync(&ptr_, slopes.size() * 4, stream));
+  FLASHLAB_CUDA(cudaMemcpyAsync(ptr_, slopes.data(), slopes.size() * 4, cudaMemcpyHostToDevice, stream));
+  FLASHLAB_CUDA(cudaStreamSynchronize(stream));  // the pageable source is freed when this returns
+  p.alibi_slopes = static_cast<const float*>(ptr_);
+}
+
+DeviceSlopes::~DeviceSlopes() {
+  if (ptr_) cudaFreeAsync(ptr_, stream_);
 }
 
 void launch_forward(const std::string& kernel, const AttentionParams& p, cudaStream_t stream) {

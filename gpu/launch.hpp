@@ -11,9 +11,23 @@
 
 namespace flashlab::gpu {
 
-// A validated problem's shapes, scale, mask and softcap in the kernels' struct, contiguous strides, no
-// pointers. Varlen fields (cu_seqlens, total_q/k, batch strides 0) are the caller's to set.
+// A validated problem's shapes, scale, mask, softcap and dropout (seed, threshold, 1 / (1 - p)) in the
+// kernels' struct, contiguous strides, no pointers (ALiBi's slopes: DeviceSlopes). Varlen fields (cu_seqlens, total_q/k, batch strides 0) are the caller's to set.
 AttentionParams params_of(const Problem& p, Dtype dt);
+
+// ALiBi's slopes (one per query head, natural units) on the device for launches on `stream`, uploaded
+// here and freed stream-ordered when this goes out of scope; sets p.alibi_slopes. Nothing without ALiBi.
+class DeviceSlopes {
+ public:
+  DeviceSlopes(const Problem& problem, AttentionParams& p, cudaStream_t stream);
+  ~DeviceSlopes();
+  DeviceSlopes(const DeviceSlopes&) = delete;
+  DeviceSlopes& operator=(const DeviceSlopes&) = delete;
+
+ private:
+  void* ptr_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
 
 // "fa2" | "fa3" | "standard" (S and P allocated and freed on `stream`); throws flashlab::Error otherwise.
 void launch_forward(const std::string& kernel, const AttentionParams& p, cudaStream_t stream);

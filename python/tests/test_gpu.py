@@ -27,7 +27,7 @@ import flashlab  # noqa: E402
 DEVICE = "cuda"
 
 
-def sdpa(q, k, v, causal=False, window=(-1, -1), scale=None, upcast=False):
+def sdpa(q, k, v, causal=False, window=(-1, -1), scale=None, upcast=False, alibi=None):
     """SDPA on flash-attn's layout (batch, seqlen, heads, dim), GQA by repeating k, v, masks as flashlab
     defines them (bottom-right causal, windows) through an explicit boolean mask."""
     dtype = q.dtype
@@ -50,6 +50,13 @@ def sdpa(q, k, v, causal=False, window=(-1, -1), scale=None, upcast=False):
             mask &= j >= i - left
         if right >= 0:
             mask &= j <= i + right
+    if alibi is not None:  # ALiBi as a float bias: -slope_h |i + sk - sq - j|, the boolean mask as -inf
+        i = torch.arange(sq, device=q.device)[:, None] + (sk - sq)
+        j = torch.arange(sk, device=q.device)[None, :]
+        bias = -alibi.to(qt.dtype)[:, None, None] * (i - j).abs().to(qt.dtype)[None]
+        if mask is not None:
+            bias = bias.masked_fill(~mask, float("-inf"))
+        mask = bias
     out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, scale=scale)
     out = out.transpose(1, 2)
     if mask is not None:  # rows that see no column: flashlab (and flash-attn) give 0, SDPA NaN
@@ -192,14 +199,47 @@ def test_input_errors_say_what_to_change():
     q = rand(1, 64, 2, 64, grad=False)
     with pytest.raises(TypeError, match=r"fa2 runs bf16 and fp16 on the GPU.*to\(torch.bfloat16\)"):
         flashlab.flash_attn_func(q.float(), q.float(), q.float())
-    with pytest.raises(ValueError, match=r"is not contiguous .* \.contiguous\(\)"):
+    with pytest.raises(ValueError, match=r"is not contiguous .*\.contiguous\(\)"):
         flashlab.flash_attn_func(q.transpose(1, 2), q.transpose(1, 2), q.transpose(1, 2))
     with pytest.raises(ValueError, match=r"q is on cuda:0 but k is on cpu"):
         flashlab.flash_attn_func(q, q.cpu(), q)
     with pytest.raises(ValueError, match=r"impl='tiled-fa2' is a CPU implementation"):
         flashlab.flash_attn_func(q, q, q, impl="tiled-fa2")
-    with pytest.raises(flashlab.FlashlabError, match=r"unsupported: ALiBi"):
-        flashlab.flash_attn_func(q, q, q, alibi_slopes=torch.ones(2, device=DEVICE))
+    if torch.cuda.get_device_capability()[0] == 9:
+        with pytest.raises(flashlab.FlashlabError, match=r"unsupported: ALiBi"):
+            flashlab.flash_attn_func(q, q, q, alibi_slopes=torch.ones(2, device=DEVICE), impl="fa3")
+
+
+def test_fa2_alibi_forward_backward_against_sdpa():
+    torch.manual_seed(3)
+    q, k, v = rand(2, 190, 8, 64), rand(2, 300, 2, 64), rand(2, 300, 2, 64)
+    slopes = torch.tensor([2.0 ** (-8 * (h + 1) / 8) for h in range(8)], device=DEVICE, dtype=torch.float32)
+    out = flashlab.flash_attn_func(q, k, v, causal=True, alibi_slopes=slopes)
+    ref = sdpa(q, k, v, causal=True, upcast=True, alibi=slopes.double())
+    low = sdpa(q, k, v, causal=True, alibi=slopes)
+    assert max_err(out, ref) <= 2 * max_err(low, ref) + 1e-5
+    dout = torch.randn_like(out)
+    for g, r, lo in zip(torch.autograd.grad(out, (q, k, v), dout), torch.autograd.grad(ref, (q, k, v), dout.double()),
+                        torch.autograd.grad(low, (q, k, v), dout)):
+        assert max_err(g, r) <= 3 * max_err(lo, r) + 1e-5
+
+
+def test_fa2_dropout_matches_the_cpu_implementations_mask():
+    """The GPU and the CPU draw the same dropout mask (core's dropout.hpp): the GPU's O and gradients with
+    dropout agree with the CPU implementation's on the same inputs, seed and p."""
+    torch.manual_seed(4)
+    q, k, v = rand(1, 130, 4, 64), rand(1, 200, 4, 64), rand(1, 200, 4, 64)
+    out = flashlab.flash_attn_func(q, k, v, dropout_p=0.25, seed=9, causal=True)
+    qc, kc, vc = (x.detach().cpu().float().requires_grad_() for x in (q, k, v))
+    out_cpu = flashlab.flash_attn_func(qc, kc, vc, dropout_p=0.25, seed=9, causal=True)
+    nodrop_low, nodrop_ref = sdpa(q, k, v, causal=True), sdpa(q, k, v, causal=True, upcast=True)
+    noise = max_err(nodrop_low, nodrop_ref)  # bf16's error on this problem without dropout
+    assert max_err(out.cpu(), out_cpu) <= 4 * noise + 1e-5
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    grads_cpu = torch.autograd.grad(out_cpu, (qc, kc, vc), dout.cpu().float())
+    for g, gc in zip(grads, grads_cpu):
+        assert max_err(g.cpu(), gc) <= 0.05 * gc.abs().max().item()
 
 
 def test_cpu_tensors_run_the_cpu_path_with_autograd():
