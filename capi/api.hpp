@@ -23,6 +23,8 @@ bool is_device_kernel(const std::string& impl);  // fa2 | fa3 | standard
 void device_forward(const std::string& kernel, const Problem& p, const flashlab_tensors& t);
 void device_backward(const std::string& kernel, const Problem& p, const flashlab_tensors& t);
 bool built_with_cuda();
+// KV-cache decoding on device tensors; returns the split count it ran.
+int device_decode(const flashlab_decode& call);
 
 // reports.cpp: the text the toolkit's other entry points return.
 std::string implementations_json();

@@ -1,7 +1,11 @@
 // The GPU kernels on the caller's device memory (PyTorch's CUDA tensors), on the caller's stream. The
 // problem is judged by the same rules the harness uses (Problem::validate, gpu::unsupported) and then
 // handed to gpu/launch.hpp, the launchers the positional ABI (gpu/c_api.cpp) calls too.
+#include <cmath>
+
 #include "api.hpp"
+#include "cuda_check.hpp"
+#include "decode/decode_params.hpp"
 #include "flashlab/error.hpp"
 #include "host.hpp"
 #include "launch.hpp"
@@ -89,6 +93,67 @@ void device_backward(const std::string& kernel, const Problem& p, const flashlab
   a.deterministic = t.deterministic != 0;
   const gpu::DeviceSlopes slopes(p, a, static_cast<cudaStream_t>(t.stream));
   gpu::launch_backward(kernel, a, static_cast<cudaStream_t>(t.stream));
+}
+
+}  // namespace flashlab::capi
+
+namespace flashlab::capi {
+
+int device_decode(const flashlab_decode& c) {
+  for (const auto& [ptr, name] : {std::pair{c.q, "q"}, {static_cast<const void*>(c.o), "o"},
+                                  {static_cast<const void*>(c.lse), "lse"}, {static_cast<const void*>(c.k_cache), "k_cache"},
+                                  {static_cast<const void*>(c.v_cache), "v_cache"},
+                                  {static_cast<const void*>(c.cache_seqlens), "cache_seqlens"}})
+    need(ptr, name);
+  if (c.batch <= 0 || c.heads_q <= 0 || c.heads_kv <= 0 || c.q_len <= 0 || c.head_dim <= 0 || c.max_seqlen_k < 0)
+    throw Error("decode: batch, heads_q, heads_kv, q_len and head_dim must be positive, max_seqlen_k >= 0");
+  if ((c.page_size > 0) != (c.block_table != nullptr) || (c.page_size > 0 && c.max_pages <= 0))
+    throw Error("decode: a paged cache needs page_size > 0, max_pages > 0 and a block_table (a contiguous one none)");
+  if (c.new_len > 0 && (!c.k_new || !c.v_new)) throw Error("decode: new_len > 0 needs k_new and v_new");
+  if (c.dtype != FLASHLAB_FP16 && c.dtype != FLASHLAB_BF16) throw Error("decode: dtype must be fp16 or bf16");
+  gpu::DecodeParams p;
+  p.q = c.q;
+  p.o = c.o;
+  p.lse = c.lse;
+  p.k_cache = c.k_cache;
+  p.v_cache = c.v_cache;
+  p.block_table = c.block_table;
+  p.cache_seqlens = c.cache_seqlens;
+  p.k_new = c.k_new;
+  p.v_new = c.v_new;
+  p.cos = c.rotary_cos;
+  p.sin = c.rotary_sin;
+  p.batch = int(c.batch);
+  p.heads_q = int(c.heads_q);
+  p.heads_kv = int(c.heads_kv);
+  p.head_dim = int(c.head_dim);
+  p.q_len = int(c.q_len);
+  p.cache_len = int(c.cache_len);
+  p.page_size = int(c.page_size);
+  p.max_pages = int(c.max_pages);
+  p.new_len = int(c.new_len);
+  p.rotary = c.rotary;
+  p.rotary_dim = c.rotary ? (c.rotary_dim > 0 ? c.rotary_dim : int(c.head_dim)) : 0;
+  p.scale = c.scale > 0 ? float(c.scale) : float(1.0 / std::sqrt(double(c.head_dim)));
+  p.softcap = float(c.softcap);
+  p.causal = c.causal != 0;
+  p.dtype = c.dtype == FLASHLAB_BF16 ? gpu::Dtype::bf16 : gpu::Dtype::fp16;
+  int dev = 0, sms = 0;
+  FLASHLAB_CUDA(cudaGetDevice(&dev));
+  FLASHLAB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  p.num_splits = c.num_splits > 0 ? c.num_splits : gpu::decode_num_splits(p, sms, int(c.max_seqlen_k));
+  if (const char* why = gpu::decode_unsupported(p); *why) throw Error(std::string("decode: unsupported: ") + why);
+  const auto stream = static_cast<cudaStream_t>(c.stream);
+  const size_t bytes = gpu::decode_scratch_bytes(p);
+  if (bytes) FLASHLAB_CUDA(cudaMallocAsync(&p.scratch, bytes, stream));
+  try {
+    gpu::decode_forward(p, stream);
+  } catch (...) {
+    if (p.scratch) cudaFreeAsync(p.scratch, stream);
+    throw;
+  }
+  if (p.scratch) FLASHLAB_CUDA(cudaFreeAsync(p.scratch, stream));
+  return p.num_splits;
 }
 
 }  // namespace flashlab::capi

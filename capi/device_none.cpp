@@ -13,6 +13,11 @@ void device_forward(const std::string& kernel, const Problem&, const flashlab_te
                        "use a CPU implementation (reference, tiled-fa2, ...) or rebuild where nvcc is installed");
 }
 
+int device_decode(const flashlab_decode&) {
+  throw Error("decode: this libflashlab was built without CUDA (no nvcc at configure time); "
+              "flashlab check --decode runs the CPU implementations");
+}
+
 void device_backward(const std::string& kernel, const Problem& p, const flashlab_tensors& t) {
   device_forward(kernel, p, t);
 }

@@ -113,4 +113,16 @@ int flashlab_check(const char* impl, const flashlab_problem* problem, const char
   });
 }
 
+int flashlab_decode_v1(const flashlab_decode* call, int32_t* num_splits_out, char* error, size_t error_len) {
+  return guarded(error, error_len, [&] {
+    if (!call) throw Error("call is NULL");
+    if (call->struct_size != sizeof(flashlab_decode) || call->abi_version != FLASHLAB_ABI_VERSION)
+      throw Error("flashlab_decode: struct_size " + std::to_string(call->struct_size) + " / abi_version " +
+                  std::to_string(call->abi_version) + " is not this library's (" + std::to_string(sizeof(flashlab_decode)) +
+                  " / " + std::to_string(FLASHLAB_ABI_VERSION) + "): build against its include/flashlab.h");
+    const int splits = capi::device_decode(*call);
+    if (num_splits_out) *num_splits_out = splits;
+  });
+}
+
 }  // extern "C"

@@ -80,6 +80,45 @@ typedef struct flashlab_tensors {
   int32_t pad0;
 } flashlab_tensors;
 
+/* One KV-cache decoding call on the GPU (flash_attn_with_kvcache; core/include/flashlab/decode_problem.hpp
+ * has the rules): rotary and append of k_new, v_new into the cache in place, then attention of q_len
+ * queries per entry over its cache_seqlens[b] + new_len keys, split over the keys and combined. Device
+ * memory, stored in `dtype` (bf16 or fp16):
+ *   q, o (batch, q_len, heads_q, head_dim); lse (batch, heads_q, q_len) fp32
+ *   k_cache, v_cache (batch, cache_len, heads_kv, head_dim), or paged (num_pages, page_size, heads_kv,
+ *     head_dim) through block_table (batch, max_pages) int32
+ *   cache_seqlens (batch,) int32; k_new, v_new (batch, new_len, heads_kv, head_dim) or NULL;
+ *   rotary_cos, rotary_sin (rows, rotary_dim / 2) or NULL */
+typedef struct flashlab_decode {
+  uint32_t struct_size;         /* sizeof(flashlab_decode) */
+  uint32_t abi_version;         /* FLASHLAB_ABI_VERSION */
+  int64_t batch, heads_q, heads_kv, head_dim, q_len;
+  int64_t cache_len;            /* contiguous: rows per entry (0 when paged) */
+  int64_t page_size, max_pages; /* paged: rows per page, block table columns (0 when contiguous) */
+  int64_t new_len;              /* rows of k_new, v_new per entry (0: no append) */
+  int64_t max_seqlen_k;         /* the longest cache_seqlens[b] + new_len (host-known: picks the splits) */
+  int32_t rotary;               /* 0 none, 1 interleaved (GPT-J), 2 half (GPT-NeoX) */
+  int32_t rotary_dim;           /* 0: head_dim */
+  int32_t num_splits;           /* 0: the heuristic (gpu/shapes.hpp split_kv_heuristic) */
+  int32_t dtype;                /* FLASHLAB_FP16 or FLASHLAB_BF16 */
+  int32_t causal;
+  int32_t pad0;
+  double scale;                 /* 0: 1/sqrt(head_dim) */
+  double softcap;               /* 0: off */
+  const void* q;
+  void* o;
+  float* lse;
+  void* k_cache;
+  void* v_cache;
+  const int32_t* block_table;   /* NULL: contiguous */
+  const int32_t* cache_seqlens;
+  const void* k_new;
+  const void* v_new;
+  const void* rotary_cos;
+  const void* rotary_sin;
+  void* stream;                 /* a cudaStream_t (NULL: the default stream) */
+} flashlab_decode;
+
 FLASHLAB_API int flashlab_abi_version(void);
 /* 1 when the library was built with CUDA (the GPU kernels can be called), else 0. */
 FLASHLAB_API int flashlab_has_cuda(void);
@@ -116,6 +155,11 @@ FLASHLAB_API int flashlab_walk(const flashlab_problem* problem, const char* orde
  * "error", "tolerance", "pass"}], "fwd_seconds", "bwd_seconds"}. pass: fwd | bwd | fwd+bwd. */
 FLASHLAB_API int flashlab_check(const char* impl, const flashlab_problem* problem, const char* pass, char** json_out,
                    char* error, size_t error_len);
+
+/* KV-cache decoding on the GPU (flashlab_decode above); the split count it ran is written to
+ * *num_splits_out when that is not NULL. Scratch is allocated and freed on the stream. */
+FLASHLAB_API int flashlab_decode_v1(const flashlab_decode* call, int32_t* num_splits_out, char* error,
+                                    size_t error_len);
 
 #ifdef __cplusplus
 }

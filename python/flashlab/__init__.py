@@ -14,10 +14,11 @@ from ._abi import FlashlabError
 from .attention import flash_attn_backward, flash_attn_func, flash_attn_varlen_func
 from .check import check, implementations
 from .estimate import estimate
+from .kvcache import flash_attn_with_kvcache
 from .walk import walk
 
 __all__ = ["FlashlabError", "check", "estimate", "flash_attn_backward", "flash_attn_func", "flash_attn_varlen_func",
-           "implementations", "library_path", "walk"]
+           "flash_attn_with_kvcache", "implementations", "library_path", "walk"]
 
 
 # torch already loaded (imported before flashlab): register the custom ops now, outside any code

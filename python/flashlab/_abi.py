@@ -64,6 +64,48 @@ class Tensors(ctypes.Structure):
     ]
 
 
+class Decode(ctypes.Structure):
+    """flashlab_decode: one KV-cache decoding call on the GPU (core/include/flashlab/decode_problem.hpp)."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("abi_version", ctypes.c_uint32),
+        ("batch", ctypes.c_int64),
+        ("heads_q", ctypes.c_int64),
+        ("heads_kv", ctypes.c_int64),
+        ("head_dim", ctypes.c_int64),
+        ("q_len", ctypes.c_int64),
+        ("cache_len", ctypes.c_int64),
+        ("page_size", ctypes.c_int64),
+        ("max_pages", ctypes.c_int64),
+        ("new_len", ctypes.c_int64),
+        ("max_seqlen_k", ctypes.c_int64),
+        ("rotary", ctypes.c_int32),
+        ("rotary_dim", ctypes.c_int32),
+        ("num_splits", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("causal", ctypes.c_int32),
+        ("pad0", ctypes.c_int32),
+        ("scale", ctypes.c_double),
+        ("softcap", ctypes.c_double),
+        ("q", ctypes.c_void_p),
+        ("o", ctypes.c_void_p),
+        ("lse", ctypes.c_void_p),
+        ("k_cache", ctypes.c_void_p),
+        ("v_cache", ctypes.c_void_p),
+        ("block_table", ctypes.c_void_p),
+        ("cache_seqlens", ctypes.c_void_p),
+        ("k_new", ctypes.c_void_p),
+        ("v_new", ctypes.c_void_p),
+        ("rotary_cos", ctypes.c_void_p),
+        ("rotary_sin", ctypes.c_void_p),
+        ("stream", ctypes.c_void_p),
+    ]
+
+
+def new_decode():
+    return Decode(struct_size=ctypes.sizeof(Decode), abi_version=ABI_VERSION)
+
+
 def new_problem():
     return Problem(struct_size=ctypes.sizeof(Problem), abi_version=ABI_VERSION)
 
@@ -114,6 +156,7 @@ def lib():
                               c.c_int),
         "flashlab_walk": ([P, c.c_char_p, c.c_int64, c.c_int64, T, text_out, c.c_char_p, c.c_size_t], c.c_int),
         "flashlab_check": ([c.c_char_p, P, c.c_char_p, text_out, c.c_char_p, c.c_size_t], c.c_int),
+        "flashlab_decode_v1": ([c.POINTER(Decode), c.POINTER(c.c_int32), c.c_char_p, c.c_size_t], c.c_int),
     }
     for name, (args, res) in signatures.items():
         fn = getattr(handle, name)

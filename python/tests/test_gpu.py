@@ -250,3 +250,29 @@ def test_cpu_tensors_run_the_cpu_path_with_autograd():
     (g,) = torch.autograd.grad(out.sum(), q)
     (g_ref,) = torch.autograd.grad(ref.sum(), q)
     assert max_err(g, g_ref) < 1e-4
+
+
+def test_flash_attn_with_kvcache_appends_in_place_and_matches_sdpa():
+    """Decoding (gpu/decode/): 2 queries a batch entry, causal, GQA 8:2, 3 new rows appended at ragged
+    cache_seqlens in place, a paged cache; against SDPA in fp64 on the keys the append leaves."""
+    torch.manual_seed(5)
+    batch, hq, hk, d, page, pages = 3, 8, 2, 64, 16, 8
+    lens = torch.tensor([5, 90, 17], dtype=torch.int32, device=DEVICE)
+    q = torch.randn(batch, 2, hq, d, device=DEVICE, dtype=torch.bfloat16)
+    kc = torch.randn(batch * pages, page, hk, d, device=DEVICE, dtype=torch.bfloat16)
+    vc = torch.randn_like(kc)
+    table = torch.randperm(batch * pages, device=DEVICE, dtype=torch.int32).reshape(batch, pages)
+    kn = torch.randn(batch, 3, hk, d, device=DEVICE, dtype=torch.bfloat16)
+    vn = torch.randn_like(kn)
+    out = flashlab.flash_attn_with_kvcache(q, kc, vc, k=kn, v=vn, cache_seqlens=lens, block_table=table,
+                                           causal=True, num_splits=3)
+    for b in range(batch):
+        n = int(lens[b]) + 3
+        rows = torch.arange(n, device=DEVICE)
+        phys = table[b, rows // page].long() * page + rows % page
+        keys = kc.reshape(-1, hk, d)[phys]
+        vals = vc.reshape(-1, hk, d)[phys]
+        assert torch.equal(keys[-3:], kn[b]) and torch.equal(vals[-3:], vn[b])  # appended in place
+        ref = sdpa(q[b:b + 1], keys[None], vals[None], causal=True, upcast=True)
+        low = sdpa(q[b:b + 1], keys[None], vals[None], causal=True)
+        assert max_err(out[b:b + 1], ref) <= 2 * max_err(low, ref) + 1e-5
