@@ -27,11 +27,13 @@
 // decode shapes, and the HBM roofline; NVIDIA H100 80GB HBM3, 2026-11-23, q_len 1, 32 heads over 8 kv
 // heads, d = 128, bf16, batch x cache 1..64 x 1k..64k, one process, bench/results/decode-h100-2026-11-23.csv):
 //   v1  the kernels above; the combine a chain of dependent reads (48 us at 32 splits under ncu).
-//   v2  the combine's weights once a row, its partials loaded four splits at a time; the Python call
+//   v2  the combine's weights once a row, its partials loaded four splits at a time (17 us); the Python call
 //       without a device sync: 0.64-1.00x the best SDPA backend (cuDNN), 0.94-1.25x SDPA flash; the
 //       cache streams at 98-103% of a device copy's 3.02 TB/s from 0.5 GB of cache up (batch 8 x 64k,
 //       batch 64 x 4k..64k), 8-70% at batch 1 (the split kernel's 32-key blocks a warp and the
 //       combine's 17 us leave small problems latency-bound).
+//   v3  the combine a CTA a row, a thread a column; a block's rows looked up once a key (lane), not once a
+//       16-byte chunk.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -176,18 +178,24 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const DecodeParams p) {
       cp_async_16(sQ + swizzle<D>(r, c), q + (ok ? q_offset(r) + c * 8 : 0), ok);
     }
   }
-  // Warp w's blocks: j_begin + w, + 4, ...; each gathered row by row through the block table.
+  // Warp w's blocks: j_begin + w, + 4, ...; each gathered row by row through the block table. Lane r
+  // looks up key r's row once (one table read, one division), and the copies take it by shuffle (v2 looked
+  // it up for every 16-byte chunk: paged caches streamed at 52-70% of a copy's rate).
   auto load_block = [&](int j, int stage) {
     T* sK = sKV + ((warp * kStages + stage) * 2) * kKeys * D;
     T* sV = sK + kKeys * D;
     constexpr int kChunks = D / 8;
+    static_assert(kKeys == 32, "a lane a key of the block");
     const T* kc = static_cast<const T*>(p.k_cache);
     const T* vc = static_cast<const T*>(p.v_cache);
+    const int my_key = j * kKeys + lane;
+    const long long my_base = my_key < sk ? (cache.row(b, my_key) * p.heads_kv + g) * p.head_dim : -1;
 #pragma unroll 4
     for (int idx = lane; idx < kKeys * kChunks; idx += 32) {
-      const int r = idx / kChunks, c = idx % kChunks, key = j * kKeys + r;
-      const bool ok = key < sk && c * 8 < p.head_dim;
-      const int64_t at = ok ? (cache.row(b, key) * p.heads_kv + g) * p.head_dim + c * 8 : 0;
+      const int r = idx / kChunks, c = idx % kChunks;
+      const long long base = __shfl_sync(0xffffffffu, my_base, r);
+      const bool ok = base >= 0 && c * 8 < p.head_dim;
+      const int64_t at = ok ? base + c * 8 : 0;
       cp_async_16(sK + swizzle<D>(r, c), kc + at, ok);
       cp_async_16(sV + swizzle<D>(r, c), vc + at, ok);
     }
@@ -308,66 +316,53 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const DecodeParams p) {
   }
 }
 
-// ---- combine: one warp a (batch, query, head) row. The lanes first read the splits' LSEs side by side
-// and reduce them (max, then the sum of exp) into the row's LSE and each split's weight exp(LSE_s - LSE),
-// kept in shared memory; then each lane sums its columns over the splits, the loads independent of each
-// other (unrolled), not a chain of dependent reads (v1's 60 us at 32 splits).
+// ---- combine: one CTA a (batch, query, head) row, a thread a column (two at d = 256). The first warp reads
+// the splits' LSEs side by side and reduces them (max, then the sum of exp) into the row's LSE and each
+// split's weight exp(LSE_s - LSE) in shared memory; then every thread sums its column over the splits,
+// eight loads in flight at a time. (v1: a warp a row, a chain of dependent reads, 48 us at 32 splits
+// under ncu; v2: a warp a row, four splits at a time, 17 us.)
 constexpr int kMaxSplits = 128;
-constexpr int kCombineWarps = 4;
+constexpr int kCombineThreads = 128;
 
 template <typename T>
-__global__ void __launch_bounds__(32 * kCombineWarps) combine_kernel(const DecodeParams p) {
-  __shared__ float weights[kCombineWarps][kMaxSplits];
+__global__ void __launch_bounds__(kCombineThreads) combine_kernel(const DecodeParams p) {
+  __shared__ float weights[kMaxSplits];
+  __shared__ float row_lse;
   const int64_t all_rows = int64_t(p.batch) * p.q_len * p.heads_q;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row = int64_t(blockIdx.x) * kCombineWarps + warp;
-  if (row >= all_rows) return;
+  const int64_t row = blockIdx.x;
   const Scratch<T> sc = scratch_of<T>(p);
   const int splits = p.num_splits;
-  float m = -INFINITY;
-  for (int s = lane; s < splits; s += 32) m = fmaxf(m, sc.lse_part[s * all_rows + row]);
-  for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  float total = 0.f;
-  for (int s = lane; s < splits; s += 32) {
-    const float ls = sc.lse_part[s * all_rows + row];
-    total += ls > -INFINITY ? expf(ls - m) : 0.f;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    float m = -INFINITY;
+    for (int s = lane; s < splits; s += 32) m = fmaxf(m, sc.lse_part[s * all_rows + row]);
+    for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    float total = 0.f;
+    for (int s = lane; s < splits; s += 32) {
+      const float ls = sc.lse_part[s * all_rows + row];
+      total += ls > -INFINITY ? expf(ls - m) : 0.f;
+    }
+    for (int off = 16; off > 0; off /= 2) total += __shfl_xor_sync(0xffffffffu, total, off);
+    const float lse = total > 0.f ? m + logf(total) : -INFINITY;
+    for (int s = lane; s < splits; s += 32) {
+      const float ls = sc.lse_part[s * all_rows + row];
+      weights[s] = ls > -INFINITY ? expf(ls - lse) : 0.f;
+    }
+    if (lane == 0) row_lse = lse;
   }
-  for (int off = 16; off > 0; off /= 2) total += __shfl_xor_sync(0xffffffffu, total, off);
-  const float lse = total > 0.f ? m + logf(total) : -INFINITY;
-  for (int s = lane; s < splits; s += 32) {
-    const float ls = sc.lse_part[s * all_rows + row];
-    weights[warp][s] = ls > -INFINITY ? expf(ls - lse) : 0.f;
-  }
-  __syncwarp();
-  // Each lane owns columns lane + 32 c; four splits' partials are loaded (up to 32 independent loads a
-  // lane) before any is added.
-  constexpr int kCols = 256 / 32, kSplitsAtOnce = 4;
+  __syncthreads();
   T* o = static_cast<T*>(p.o) + row * p.head_dim;
   const float* part = sc.o_part + row * p.head_dim;
   const int64_t split_stride = all_rows * p.head_dim;
-  float acc[kCols] = {};
-  for (int s0 = 0; s0 < splits; s0 += kSplitsAtOnce) {
-    float x[kSplitsAtOnce][kCols];
-#pragma unroll
-    for (int u = 0; u < kSplitsAtOnce; ++u)
-#pragma unroll
-      for (int c = 0; c < kCols; ++c) {
-        const int col = lane + 32 * c;
-        x[u][c] = s0 + u < splits && col < p.head_dim ? part[(s0 + u) * split_stride + col] : 0.f;
-      }
-#pragma unroll
-    for (int u = 0; u < kSplitsAtOnce; ++u) {
-      const float w = s0 + u < splits ? weights[warp][s0 + u] : 0.f;
-#pragma unroll
-      for (int c = 0; c < kCols; ++c) acc[c] += w * x[u][c];
-    }
+  for (int col = threadIdx.x; col < p.head_dim; col += kCombineThreads) {
+    float acc = 0.f;
+#pragma unroll 8
+    for (int s = 0; s < splits; ++s) acc += weights[s] * part[s * split_stride + col];
+    o[col] = T(acc);
   }
-#pragma unroll
-  for (int c = 0; c < kCols; ++c)
-    if (lane + 32 * c < p.head_dim) o[lane + 32 * c] = T(acc[c]);
-  if (lane == 0) {  // row = (b q_len + i) heads_q + h -> LSE (b, h, i)
+  if (threadIdx.x == 0) {  // row = (b q_len + i) heads_q + h -> LSE (b, h, i)
     const int64_t h = row % p.heads_q, bi = row / p.heads_q, i = bi % p.q_len, b = bi / p.q_len;
-    p.lse[(b * p.heads_q + h) * p.q_len + i] = lse;
+    p.lse[(b * p.heads_q + h) * p.q_len + i] = row_lse;
   }
 }
 
@@ -399,7 +394,7 @@ void run(const DecodeParams& p, cudaStream_t stream) {
   }
   if (p.num_splits > 1) {
     const int64_t rows = int64_t(p.batch) * p.q_len * p.heads_q;
-    combine_kernel<T><<<unsigned((rows + kCombineWarps - 1) / kCombineWarps), 32 * kCombineWarps, 0, stream>>>(p);
+    combine_kernel<T><<<unsigned(rows), kCombineThreads, 0, stream>>>(p);
     FLASHLAB_CUDA_LAUNCHED();
   }
 }
