@@ -12,9 +12,14 @@ using tiled::Event;
 using tiled::Order;
 
 Problem Settings::problem() const {
-  const Problem p = ProblemSpec{.seqlen_q = seqlen, .seqlen_k = seqlen, .hdim = hdim, .causal = causal,
-                                .window_left = window_left, .window_right = window_right, .seed = seed, .dtype = dtype}
-                        .build();
+  ProblemSpec spec{.seqlen_q = seqlen, .seqlen_k = seqlen, .hdim = hdim, .causal = causal,
+                   .window_left = window_left, .window_right = window_right, .seed = seed, .dtype = dtype};
+  spec.mask = mask;
+  if (!prefix.empty()) spec.prefix = parse_int_list(prefix, "--prefix");
+  if (!doc_lengths.empty()) spec.doc_lengths = parse_int_list(doc_lengths, "--doc-lengths");
+  spec.chunk = chunk;
+  spec.mask_file = mask_file;
+  const Problem p = spec.build();
   if (br < 1 || bc < 1)
     throw Error("tile sizes must be positive, got Br=" + std::to_string(br) + " Bc=" + std::to_string(bc));
   return p;
