@@ -26,13 +26,14 @@ BlockMask::BlockMask(const Problem& problem, int64_t batch_index, Tiling tiling)
     // sees every pair (pairs outside a row's [col_begin, col_end) are masked whatever the bits say).
     grid_.assign(Tr_ * Tc_, TileKind::skipped);
     std::vector<int64_t> seen(Tr_ * Tc_, 0);
-    for (int64_t h = 0; h < problem.heads_q; ++h)
+    const int64_t heads = problem.mask.dense->varies_by_head() ? problem.heads_q : 1;  // a 2-d mask: one for all
+    for (int64_t h = 0; h < heads; ++h)
       for (int64_t r = 0; r < sq_; ++r)
         for (int64_t c = 0; c < sk_; ++c) seen[(r / tiling.Br) * Tc_ + c / tiling.Bc] += problem.visible(b_, h, r, c);
     for (int64_t i = 0; i < Tr_; ++i)
       for (int64_t j = 0; j < Tc_; ++j) {
         const int64_t n = seen[i * Tc_ + j];
-        const int64_t all = problem.heads_q * std::min(tiling.Br, sq_ - i * tiling.Br) *
+        const int64_t all = heads * std::min(tiling.Br, sq_ - i * tiling.Br) *
                             std::min(tiling.Bc, sk_ - j * tiling.Bc);
         grid_[i * Tc_ + j] = n == 0 ? TileKind::skipped : n == all ? TileKind::full : TileKind::partial;
       }

@@ -42,6 +42,7 @@ struct DenseMask {
     return bits.data[((bb * s[1] + hh) * s[2] + i) * s[3] + j] != 0;
   }
   bool varies_by_batch() const { return bits.shape.size() == 4 && bits.shape[0] > 1; }
+  bool varies_by_head() const { return bits.shape.size() == 4 && bits.shape[1] > 1; }
 };
 
 struct Mask {
