@@ -43,14 +43,14 @@ struct Bands {
   explicit Bands(const Schedule& s) {
     const bool holes = s.block_mask().has_holes();
     for (int64_t i = 0; i < s.Tr(); ++i) {
-      Band b{s.kv_begin(i), s.kv_end(i), s.kv_begin(i), s.kv_end(i)};
+      Band b{s.kv_begin(i), s.kv_end(i), s.kv_begin(i), s.kv_end(i), {}, {}};
       while (b.f0 < b.f1 && s.classify(i, b.f0) == TileKind::partial) ++b.f0;
       while (b.f1 > b.f0 && s.classify(i, b.f1 - 1) == TileKind::partial) --b.f1;
       if (holes) sums(b, [&](int64_t j) { return s.classify(i, j); }, [&](int64_t j) { return s.kv_rows(j); });
       of_q.push_back(std::move(b));
     }
     for (int64_t j = 0; j < s.Tc(); ++j) {
-      Band b{s.q_begin(j), s.q_end(j), s.q_begin(j), s.q_end(j)};
+      Band b{s.q_begin(j), s.q_end(j), s.q_begin(j), s.q_end(j), {}, {}};
       while (b.f0 < b.f1 && s.classify(b.f0, j) == TileKind::partial) ++b.f0;
       while (b.f1 > b.f0 && s.classify(b.f1 - 1, j) == TileKind::partial) --b.f1;
       if (holes) sums(b, [&](int64_t i) { return s.classify(i, j); }, [&](int64_t i) { return s.q_rows(i); });

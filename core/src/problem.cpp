@@ -29,7 +29,10 @@ void check_offsets(const std::vector<int64_t>& cu, int64_t batch, int64_t max_le
 
 std::string list(const std::vector<int64_t>& v) {
   std::string s;
-  for (size_t n = 0; n < v.size(); ++n) s += (n ? "," : "") + std::to_string(v[n]);
+  for (size_t n = 0; n < v.size(); ++n) {
+    if (n) s += ',';
+    s += std::to_string(v[n]);
+  }
   return s;
 }
 

@@ -24,10 +24,10 @@ struct ProblemSpec {
   // The mask function (mask.hpp): "none" | "causal" (the same as causal = true) | "prefix-lm" | "document" |
   // "chunked" | "dense", with its one parameter.
   std::string mask = "none";
-  std::vector<int64_t> prefix;       // prefix-lm: one length, or one per batch entry
-  std::vector<int64_t> doc_lengths;  // document
+  std::vector<int64_t> prefix{};     // prefix-lm: one length, or one per batch entry
+  std::vector<int64_t> doc_lengths{};  // document
   int64_t chunk = 0;                 // chunked
-  std::string mask_file;             // dense: a .npy of bool or uint8
+  std::string mask_file{};           // dense: a .npy of bool or uint8
 
   Problem build() const;  // validated; throws flashlab::Error naming the bad field
 };
