@@ -238,6 +238,8 @@ refused "a dense mask of the wrong shape" "has shape \(100, 300\); expected \(se
 mask_npy "$work/ints.npy" '<i4' 200,300 "True"
 refused "a dense mask of the wrong dtype" "dtype '<i4' is not supported; expected '\|b1'" -- \
   check --seqlen-q 200 --seqlen-k 300 --mask dense --mask-file "$work/ints.npy"
+refused "a mask function with --decode" "--window, --mask, --alibi and --dropout are not implemented" -- \
+  check --decode --mask chunked --chunk 64
 refused "a dense mask that is not there" "cannot open" -- \
   check --seqlen 200 --mask dense --mask-file "$work/missing.npy"
 
