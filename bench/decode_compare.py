@@ -4,8 +4,10 @@ the HBM roofline (the cache's bytes over the GPU's measured copy bandwidth).
 
     FLASHLAB_LIBRARY=build/capi/libflashlab.so PYTHONPATH=python python3 bench/decode_compare.py out.csv
 
-Shapes: q_len 1, heads 32 over 8 kv heads (GQA 4:1), head_dim 128, bf16, a contiguous cache of
-cache_len keys a batch entry, every entry full; batch x cache_len over a sweep. Times are
+Shapes: q_len 1, heads 32 over 8 kv heads (GQA 4:1), head_dim 128, bf16, a contiguous cache (or with
+--paged N, the same keys in pages of N rows through a shuffled block table) of cache_len keys a batch
+entry, every entry full; batch x cache_len over a sweep, shapes whose K and V pass --max-cache-bytes
+skipped. Times are
 triton.testing.do_bench medians (warm-up 25, 100 repetitions). SDPA gets the same K/V as
 (batch, heads_kv, cache_len, dim) views with enable_gqa, and each backend is tried alone; one that refuses
 the shape is recorded as empty. The achieved rate is the cache bytes (K and V) over the time; the roofline
@@ -51,6 +53,8 @@ def main():
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--kv-heads", type=int, default=8)
     ap.add_argument("--hdim", type=int, default=128)
+    ap.add_argument("--paged", type=int, default=0, help="page size of a paged cache (0: contiguous)")
+    ap.add_argument("--max-cache-bytes", type=float, default=20e9, help="skip shapes whose K and V exceed this")
     args = ap.parse_args()
     dev = torch.cuda.get_device_name()
     roof = copy_rate()
@@ -59,18 +63,30 @@ def main():
     for batch in map(int, args.batches.split(",")):
         for cache_len in map(int, args.cache_lens.split(",")):
             hq, hk, d = args.heads, args.kv_heads, args.hdim
+            if 2 * batch * cache_len * hk * d * 2 > args.max_cache_bytes:
+                continue
             torch.manual_seed(0)
             q = torch.randn(batch, 1, hq, d, device="cuda", dtype=torch.bfloat16)
             kc = torch.randn(batch, cache_len, hk, d, device="cuda", dtype=torch.bfloat16)
             vc = torch.randn_like(kc)
             lens = torch.full((batch,), cache_len, dtype=torch.int32, device="cuda")
-            ours = flashlab.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens)
+            kw = {}
+            kf, vf = kc, vc  # what flashlab reads: the same keys, paged through a shuffled block table
+            if args.paged:
+                pages = cache_len // args.paged
+                table = torch.randperm(batch * pages, device="cuda", dtype=torch.int32).reshape(batch, pages)
+                kf = torch.empty(batch * pages, args.paged, hk, d, device="cuda", dtype=kc.dtype)
+                vf = torch.empty_like(kf)
+                kf[table.flatten().long()] = kc.reshape(batch * pages, args.paged, hk, d)
+                vf[table.flatten().long()] = vc.reshape(batch * pages, args.paged, hk, d)
+                kw["block_table"] = table
+            ours = flashlab.flash_attn_with_kvcache(q, kf, vf, cache_seqlens=lens, **kw)
             splits = flashlab.flash_attn_with_kvcache.last_num_splits
             row = {"device": dev, "date": datetime.date.today().isoformat(), "torch": torch.__version__,
-                   "batch": batch, "cache_len": cache_len, "heads_q": hq, "heads_kv": hk, "hdim": d,
+                   "batch": batch, "cache_len": cache_len, "page_size": args.paged, "heads_q": hq, "heads_kv": hk, "hdim": d,
                    "num_splits": splits, "cache_bytes": 2 * kc.numel() * kc.element_size(),
                    "copy_bytes_per_s": roof}
-            row["flashlab_s"] = median_s(lambda: flashlab.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens))
+            row["flashlab_s"] = median_s(lambda: flashlab.flash_attn_with_kvcache(q, kf, vf, cache_seqlens=lens, **kw))
             qt, kt, vt = q.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
             n = min(batch, 2)
             ref = F.scaled_dot_product_attention(qt[:n].double(), kt[:n].double(), vt[:n].double(), enable_gqa=True)
@@ -93,7 +109,7 @@ def main():
                             for n in BACKENDS)
                   + (f", best SDPA / flashlab {best / row['flashlab_s']:.2f}x" if best else "")
                   + f", err {row['max_abs_err']:.1e}", flush=True)
-            del q, kc, vc
+            del q, kc, vc, kf, vf
             torch.cuda.empty_cache()
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))

@@ -182,6 +182,14 @@ void add_estimate(CLI::App& app) {
                 << ", pass " << to_string(pass) << "\n"
                 << sim::to_table(all);
       if (!note.empty()) std::cout << "note: " << note << "\n";
+      const Problem p = first.problem();
+      if (p.mask.kind != MaskKind::none)  // what the mask saves: the skipped tiles are neither loaded nor computed
+        for (const sim::Estimate& e : all)
+          if (e.block_m > 0 && e.seqlen_q == p.seqlen_q)
+            std::printf("%s: block mask density %.4f at %lldx%lld tiles (batch entry 0): its FLOPs at these tiles are the unmasked "
+                        "ones times this\n",
+                        e.algo.c_str(), tiled::BlockMask(p, 0, {e.block_m, e.block_n}).density(),
+                        static_cast<long long>(e.block_m), static_cast<long long>(e.block_n));
       std::printf("(%zu estimates in %.2f ms of CPU)\n", all.size(), ms);
     }
   });

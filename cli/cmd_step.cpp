@@ -10,6 +10,7 @@
 #include "decode_check.hpp"
 #include "decode_executor.hpp"
 #include "decode_flags.hpp"
+#include "flashlab/format.hpp"
 #include "stepper.hpp"
 #include "executor.hpp"
 #include "flashlab/error.hpp"
@@ -155,7 +156,8 @@ void add_step(CLI::App& app) {
     const tiled::Schedule& s = st->schedule();
     std::cout << "problem: " << p.describe() << "\n" << tiling.describe() << ": Tr=" << s.Tr() << " Q blocks x Tc="
               << s.Tc() << " K/V blocks, " << s.tiles_skipped() << " of " << s.steps()
-              << " tiles skipped by the mask; walking batch 0, head 0\n";
+              << " tiles skipped by the mask (block mask density " << format_number(s.block_mask().density(), 3)
+              << "); walking batch 0, head 0\n";
     for (const auto& e : st->prologue_events())
       std::cout << "prologue: " << (e.transfer.store ? "store " : "load ") << tiled::to_string(e.transfer.tensor)
                 << " (" << e.transfer.bytes << " B)\n";

@@ -45,8 +45,10 @@ void DecodeFlags::add_to(CLI::App& app) {
 
 DecodeProblem DecodeFlags::problem(const ProblemFlags& shared, bool zero_splits_choose) const {
   const Problem base = shared.problem();  // batch, heads, kv heads, hdim, causal, softcap, dtype: validated there
-  if (base.window_left >= 0 || base.window_right >= 0 || base.alibi || base.dropout_p > 0)
-    throw Error("--decode supports --causal and --softcap; --window, --alibi and --dropout are not implemented for it");
+  if (base.window_left >= 0 || base.window_right >= 0 || base.alibi || base.dropout_p > 0 ||
+      base.mask.kind != MaskKind::none)
+    throw Error("--decode supports --causal and --softcap; --window, --mask, --alibi and --dropout are not implemented "
+                "for it");
   DecodeProblem d;
   d.batch = base.batch;
   d.heads_q = base.heads_q;

@@ -20,6 +20,12 @@ void ProblemFlags::add_to(CLI::App& app, bool with_pass, bool with_seqlen) {
   g->add_option("--hdim", hdim, "head dimension")->capture_default_str();
   g->add_flag("--causal", causal, "causal mask, bottom-right aligned when seqlen_q != seqlen_k");
   g->add_option("--window", window, "sliding window L,R (-1: unbounded side)");
+  g->add_option("--mask", mask, "mask function: none | causal | prefix-lm | document | chunked | dense")
+      ->capture_default_str();
+  g->add_option("--prefix", prefix, "prefix-lm: prefix length, or one per batch entry (128 or 128,64)");
+  g->add_option("--doc-lengths", doc_lengths, "document: lengths of the packed documents, summing to seqlen (300,700,24)");
+  g->add_option("--chunk", chunk, "chunked: keys per chunk of local attention");
+  g->add_option("--mask-file", mask_file, "dense: .npy of bool/uint8, (seqlen_q, seqlen_k) or (batch, heads, seqlen_q, seqlen_k)");
   g->add_option("--softcap", softcap, "tanh softcap of the scores (0: off)");
   g->add_flag("--alibi", alibi, "ALiBi bias with the standard slopes 2^(-8(h+1)/heads)");
   g->add_option("--dropout", dropout, "dropout probability in [0, 1)");
@@ -50,6 +56,11 @@ Problem ProblemFlags::problem() const {
   spec.dropout = dropout;
   spec.seed = seed;
   spec.dtype = dtype;
+  spec.mask = mask;
+  if (!prefix.empty()) spec.prefix = parse_int_list(prefix, "--prefix");
+  if (!doc_lengths.empty()) spec.doc_lengths = parse_int_list(doc_lengths, "--doc-lengths");
+  spec.chunk = chunk;
+  spec.mask_file = mask_file;
   return spec.build();
 }
 

@@ -21,6 +21,11 @@ struct ProblemFlags {
   uint64_t seed = 0;
   std::string dtype = "fp32";
   std::string pass = "fwd";
+  std::string mask = "none";    // mask function (flashlab/mask.hpp)
+  std::string prefix;           // prefix-lm: "128" or one per batch entry "128,64"
+  std::string doc_lengths;      // document: "300,700,24"
+  int64_t chunk = 0;            // chunked
+  std::string mask_file;        // dense
   int64_t default_seqlen = 256;
 
   void add_to(CLI::App& app, bool with_pass = true, bool with_seqlen = true);

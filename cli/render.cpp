@@ -19,14 +19,18 @@ std::string render_grid(const tiled::Stepper& st) {
   const int64_t current = st.position() - 1;
   std::ostringstream o;
   const int64_t shown_r = std::min<int64_t>(s.Tr(), 32), shown_c = std::min<int64_t>(s.Tc(), 64);
-  o << "tile grid (rows: Q blocks i, columns: K/V blocks j; # done, @ current, . pending, blank skipped)\n";
+  o << "tile grid (rows: Q blocks i, columns: K/V blocks j; # done, @ current, . pending, blank skipped;\n"
+       "           a partial tile, its element mask applied: % done, : pending)\n";
   for (int64_t i = 0; i < shown_r; ++i) {
     o << "  ";
     for (int64_t j = 0; j < shown_c; ++j) {
       const int64_t k = s.step_of(i, j);
-      if (s.classify(i, j) == tiled::TileKind::skipped) o << ' ';
+      const tiled::TileKind kind = s.classify(i, j);
+      const bool partial = kind == tiled::TileKind::partial;
+      if (kind == tiled::TileKind::skipped) o << ' ';
       else if (k == current) o << '@';
-      else o << (k < current ? '#' : '.');
+      else if (k < current) o << (partial ? '%' : '#');
+      else o << (partial ? ':' : '.');
     }
     o << (shown_c < s.Tc() ? " ..." : "") << "\n";
   }

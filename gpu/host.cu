@@ -90,6 +90,7 @@ DeviceBuffer poisoned(size_t bytes) {
 std::string unsupported(const std::string& kernel, const Problem& p) {
   const DeviceInfo dev = probe_device();
   if (!dev.available) return "skipped: " + dev.reason;
+  if (p.mask.kind != MaskKind::none) return "unsupported: mask kind " + to_string(p.mask.kind);
   if (kernel != "fa2" && p.alibi) return "unsupported: ALiBi (fa2 has it)";
   if (kernel != "fa2" && p.dropout_p > 0) return "unsupported: dropout (fa2 has it)";
   if (p.dv() != p.head_dim) return "unsupported: head_dim_v != head_dim";

@@ -94,7 +94,13 @@ std::vector<Implementation> build() {
           return ForwardOut{std::move(r.o), std::move(r.lse)};
         },
         nullptr,
-        [k](const Problem& p) { return gpu::unsupported(k, p); },
+        [k](const Problem& p) {
+          // The kernels know causal and the window (gpu/mask.cuh), not yet a mask function: they would
+          // silently attend everywhere. Refused here, before the device is asked, so the reason shows
+          // with or without a GPU (issue 17 item 2 brings the block mask to gpu/).
+          if (p.mask.kind != MaskKind::none) return "unsupported: mask kind " + to_string(p.mask.kind);
+          return gpu::unsupported(k, p);
+        },
     };
     if (e.backward)
       impl.backward = [k, det](const Problem& p, const Tensor& q, const Tensor& kk, const Tensor& v, const Tensor& o,

@@ -48,8 +48,11 @@ void scores(const Problem& p, int64_t b, int64_t h, const RowMajor<Real>& dot, R
   s.resize(dot.rows(), dot.cols());
   for (int64_t i = 0; i < dot.rows(); ++i) {
     const int64_t lo = p.col_begin(b, i), hi = p.col_end(b, i);
-    for (int64_t j = 0; j < dot.cols(); ++j)
-      s(i, j) = (j >= lo && j < hi) ? score(dot(i, j), i, j) : -std::numeric_limits<Real>::infinity();
+    for (int64_t j = 0; j < dot.cols(); ++j) {
+      // The mask function applied element by element: the row's interval, and a dense mask's bit.
+      const bool visible = j >= lo && j < hi && (p.interval_mask() || p.mask.dense->at(b, h, i, j));
+      s(i, j) = visible ? score(dot(i, j), i, j) : -std::numeric_limits<Real>::infinity();
+    }
   }
 }
 

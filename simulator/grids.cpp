@@ -11,10 +11,23 @@ using tiled::Schedule;
 using tiled::TileKind;
 
 // One line of tiles (a Q block's K/V blocks, or a K/V block's Q blocks): the visible range
-// [b0, b1) and, inside it, the full tiles [f0, f1); the mask's partial tiles sit at the two ends.
+// [b0, b1) and, inside it, the full tiles [f0, f1); an interval mask's partial tiles sit at the two ends.
+// Under a dense mask (block_mask.hpp) the range can hold skipped and partial tiles anywhere: then
+// `seen` and `partial` hold running sums over [b0, x) of the extents of the computed blocks and of the
+// partial ones, and every count below reads them instead.
 struct Band {
   int64_t b0 = 0, b1 = 0, f0 = 0, f1 = 0;
+  std::vector<int64_t> seen, partial;  // dense masks only: b1 - b0 + 1 entries each
+  bool holes() const { return !seen.empty(); }
 };
+
+// The extent of the computed blocks among [x0, x1) of a band: `span` of them, less the skipped ones.
+template <typename Span>
+int64_t computed_span(const Band& b, int64_t x0, int64_t x1, Span span) {
+  const int64_t a0 = std::max(x0, b.b0), a1 = std::min(x1, b.b1);
+  if (a1 <= a0) return 0;
+  return b.holes() ? b.seen[a1 - b.b0] - b.seen[a0 - b.b0] : span(a0, a1);
+}
 
 // Rows of Q blocks [x0, x1) or of K/V blocks [x0, x1).
 int64_t q_span(const Schedule& s, int64_t x0, int64_t x1) {
@@ -28,17 +41,30 @@ int64_t kv_span(const Schedule& s, int64_t x0, int64_t x1) {
 struct Bands {
   std::vector<Band> of_q, of_kv;
   explicit Bands(const Schedule& s) {
+    const bool holes = s.block_mask().has_holes();
     for (int64_t i = 0; i < s.Tr(); ++i) {
-      Band b{s.kv_begin(i), s.kv_end(i), s.kv_begin(i), s.kv_end(i)};
+      Band b{s.kv_begin(i), s.kv_end(i), s.kv_begin(i), s.kv_end(i), {}, {}};
       while (b.f0 < b.f1 && s.classify(i, b.f0) == TileKind::partial) ++b.f0;
       while (b.f1 > b.f0 && s.classify(i, b.f1 - 1) == TileKind::partial) --b.f1;
-      of_q.push_back(b);
+      if (holes) sums(b, [&](int64_t j) { return s.classify(i, j); }, [&](int64_t j) { return s.kv_rows(j); });
+      of_q.push_back(std::move(b));
     }
     for (int64_t j = 0; j < s.Tc(); ++j) {
-      Band b{s.q_begin(j), s.q_end(j), s.q_begin(j), s.q_end(j)};
+      Band b{s.q_begin(j), s.q_end(j), s.q_begin(j), s.q_end(j), {}, {}};
       while (b.f0 < b.f1 && s.classify(b.f0, j) == TileKind::partial) ++b.f0;
       while (b.f1 > b.f0 && s.classify(b.f1 - 1, j) == TileKind::partial) --b.f1;
-      of_kv.push_back(b);
+      if (holes) sums(b, [&](int64_t i) { return s.classify(i, j); }, [&](int64_t i) { return s.q_rows(i); });
+      of_kv.push_back(std::move(b));
+    }
+  }
+  template <typename Kind, typename Rows>
+  static void sums(Band& b, Kind kind, Rows rows) {
+    b.seen.assign(b.b1 - b.b0 + 1, 0);
+    b.partial.assign(b.b1 - b.b0 + 1, 0);
+    for (int64_t x = b.b0; x < b.b1; ++x) {
+      const TileKind k = kind(x);
+      b.seen[x - b.b0 + 1] = b.seen[x - b.b0] + (k != TileKind::skipped ? rows(x) : 0);
+      b.partial[x - b.b0 + 1] = b.partial[x - b.b0] + (k == TileKind::partial ? rows(x) : 0);
     }
   }
 };
@@ -49,6 +75,9 @@ template <typename Span>
 std::pair<double, double> line_elements(const Band& b, int64_t x0, int64_t x1, int64_t rows, Span span) {
   const int64_t a0 = std::max(x0, b.b0), a1 = std::min(x1, b.b1);
   if (a1 <= a0) return {0, 0};
+  if (b.holes())
+    return {double(rows) * double(b.seen[a1 - b.b0] - b.seen[a0 - b.b0]),
+            double(rows) * double(b.partial[a1 - b.b0] - b.partial[a0 - b.b0])};
   const double all = double(rows) * double(span(a0, a1));
   const double partial = double(rows) * double(span(a0, std::min(a1, b.f0)) + span(std::max(a0, b.f1), a1));
   return {all, partial};
@@ -175,7 +204,8 @@ class ForwardGrid final : public CtaGrid {
     if (band.b1 > band.b0) {
       const auto [c0, x0, x1] = chunk_at(band, k, G_, reverse_);
       const uint32_t kv_key = uint32_t((int64_t(tl.b) * base_.p.heads_kv + base_.kv_head(tl.h)) * chunks_ + c0);
-      out.accesses.push_back({kv_key, double(kv_span(s, x0, x1) * (d + dv)) * base_.e, AccessKind::load});
+      const int64_t kv = computed_span(band, x0, x1, [&](int64_t a, int64_t b) { return kv_span(s, a, b); });
+      out.accesses.push_back({kv_key, double(kv * (d + dv)) * base_.e, AccessKind::load});
       base_.charge(out, line_elements(band, x0, x1, rows, [&](int64_t a, int64_t b) { return kv_span(s, a, b); }));
     }
     if (k + 1 == segments(c))  // O_i and its LSE
@@ -222,7 +252,7 @@ class BackwardGrid final : public CtaGrid {
     if (k == 0) out.accesses.push_back({kv_shared, double(cols * (d + dv)) * base_.e, AccessKind::load});
     if (band.b1 > band.b0) {
       const auto [c0, x0, x1] = chunk_at(band, k, G_, reverse_);
-      const double rows = double(q_span(s, x0, x1));
+      const double rows = double(computed_span(band, x0, x1, [&](int64_t a, int64_t b) { return q_span(s, a, b); }));
       const uint32_t q_key = uint32_t(bh * chunks_ + c0);
       out.accesses.push_back({q_key, rows * (double(d + dv) * base_.e + 8.0), AccessKind::load});  // Q, dO, LSE, D
       out.accesses.push_back({q_key + q_keys_, rows * double(d) * 4.0, AccessKind::update});       // dQ += dS K

@@ -80,9 +80,10 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   c.ctas_per_sm = shape.ctas_per_sm;
   c.occupancy = shape.ctas_per_sm * shape.threads / g.max_threads_per_sm;
 
-  // One schedule per distinct batch entry (one for a fixed-length batch); SRAM <-> L2 bytes from it.
+  // One schedule per distinct batch entry (one for a fixed-length batch with one mask for every entry);
+  // SRAM <-> L2 bytes from it.
   std::vector<Schedule> schedules;
-  const int64_t distinct = p.varlen() ? p.batch : 1;
+  const int64_t distinct = p.varlen() || p.mask_varies_by_batch() ? p.batch : 1;
   for (int64_t b = 0; b < distinct; ++b) schedules.emplace_back(p, b, shape.tiling, order);
   double kv_bytes = 0;  // one pass over K and V of every head, which each FA1 split repeats
   const double heads = double(p.heads_q) * double(p.batch / distinct);  // (batch, head) pairs per schedule

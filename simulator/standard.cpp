@@ -80,7 +80,8 @@ Cost standard_pass(const Problem& p, const GpuSpec& g, bool backward, bool scale
 // is an fp32 GEMM on the FP32 pipe (cuBLAS sm80_xmma_gemm_f32f32, no tensor cores without TF32);
 // softmax in fp32; a check for fully masked rows (an isnan/-inf test writing a bool per element, a
 // reduction over it, a where() that zeroes such rows); P converted to the input dtype and back; the fp32
-// P V GEMM; O converted. A causal mask adds the bool mask (triu) and a masked_fill of S.
+// P V GEMM; O converted. A causal mask, or a mask function (given to SDPA as a dense bool attn_mask), adds
+// the bool mask and a masked_fill of S.
 Cost math_pass(const Problem& p, const GpuSpec& g, bool backward) {
   if (backward) return standard_pass(p, g, true, false);  // not modelled separately: the textbook backward
   Sequence q{g, {}};
@@ -98,12 +99,13 @@ Cost math_pass(const Problem& p, const GpuSpec& g, bool backward) {
   q.elementwise(Vn * e, Vn * f, 0);                      // V to fp32
   q.elementwise(Qn * f, Qn * f, Qn);                     // Q * sqrt(scale)
   q.elementwise(Kn * f, Kn * f, Kn);                     // K * sqrt(scale)
-  if (p.causal) {
+  const bool bool_mask = p.causal || p.mask.kind != MaskKind::none;  // a mask function: SDPA's dense attn_mask
+  if (bool_mask) {
     q.elementwise(0, n, 0);                              // the bool mask, filled
-    q.elementwise(n, n, n);                              // triu
+    q.elementwise(n, n, n);                              // triu (or the user's mask built)
   }
   q.gemm(2 * nd, (Qn + Kn) * f, n * f, fp32_rate);       // S = Q K^T, fp32
-  if (p.causal) q.elementwise(n * (f + 1), n * f, n);    // masked_fill(S, -inf)
+  if (bool_mask) q.elementwise(n * (f + 1), n * f, n);   // masked_fill(S, -inf)
   q.elementwise(n * f, n * f, 4 * n);                    // P = softmax(S)
   q.c.exp_ops += n;
   q.elementwise(n * f, n, n);                            // is the row fully masked? (bool per element)

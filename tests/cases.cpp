@@ -4,6 +4,84 @@
 
 namespace flashlab::testing {
 
+std::shared_ptr<const DenseMask> patterned_mask(std::vector<int64_t> shape) {
+  auto m = std::make_shared<DenseMask>();
+  m->bits.shape = shape;
+  m->source = "patterned";
+  const size_t n = shape.size();
+  const int64_t sq = shape[n - 2], sk = shape[n - 1], planes = n == 4 ? shape[0] * shape[1] : 1;
+  m->bits.data.resize(static_cast<size_t>(planes * sq * sk));
+  for (int64_t plane = 0; plane < planes; ++plane)
+    for (int64_t i = 0; i < sq; ++i)
+      for (int64_t j = 0; j < sk; ++j) {
+        const uint64_t hash = (uint64_t(plane) * 1000003u + uint64_t(i) * 7919u + uint64_t(j) * 104729u) % 5;
+        const bool hole = j >= 48 && j < 96;  // K/V block 1 of 48-key tiles: a hole in every Q block's line
+        const bool dark_row = i == 5 || i == sq - 1;  // rows that see nothing: O = 0, LSE = -inf
+        const bool solid = i >= 64 && i < 96 && j < 48;  // a tile every pair of which is visible: full
+        m->bits.data[static_cast<size_t>((plane * sq + i) * sk + j)] = !hole && !dark_row && (solid || hash != 0);
+      }
+  return m;
+}
+
+std::vector<Case> mask_cases() {
+  std::vector<Case> cases;
+  Problem p;
+  p.heads_q = p.heads_kv = 2;
+  p.head_dim = 64;
+  p.dtype = DType::fp16;
+  p.seqlen_q = p.seqlen_k = 150;
+  {
+    Problem q = p;
+    q.mask.kind = MaskKind::prefix_lm;
+    q.mask.prefix = {40};
+    cases.push_back({"prefix-lm 40, 150", q});
+    q.batch = 3;
+    q.seqlen_q = 97;
+    q.mask.prefix = {0, 37, 150};  // no prefix (causal), one inside a tile, the whole sequence (no mask)
+    q.dtype = DType::bf16;
+    cases.push_back({"prefix-lm per entry 0,37,150, 97x150 (bottom-right)", q});
+  }
+  {
+    Problem q = p;
+    q.mask.kind = MaskKind::document;
+    q.mask.doc_lengths = {30, 1, 70, 49};
+    cases.push_back({"document 30,1,70,49", q});
+    q.causal = true;
+    q.dtype = DType::bf16;
+    cases.push_back({"document 30,1,70,49 causal", q});
+    q.causal = false;
+    q.window_left = q.window_right = 16;
+    q.heads_q = 4;
+    q.heads_kv = 1;
+    cases.push_back({"document 30,1,70,49, window (16,16), MQA 4:1", q});
+  }
+  {
+    Problem q = p;
+    q.mask.kind = MaskKind::chunked;
+    q.mask.chunk = 32;
+    cases.push_back({"chunked 32, 150", q});
+    q.seqlen_q = 200;
+    q.seqlen_k = 97;
+    q.mask.chunk = 40;
+    q.dtype = DType::bf16;
+    cases.push_back({"chunked 40, 200x97 (fully masked rows)", q});
+  }
+  {
+    Problem q = p;
+    q.seqlen_q = 130;
+    q.mask.kind = MaskKind::dense;
+    q.mask.dense = patterned_mask({130, 150});
+    cases.push_back({"dense 130x150: holes, dark rows, a full tile", q});
+    q.batch = 2;
+    q.heads_q = 4;
+    q.mask.dense = patterned_mask({2, 4, 130, 150});
+    q.causal = true;
+    q.dtype = DType::bf16;
+    cases.push_back({"dense (2, 4, 130, 150) per head, GQA 4:2, and causal", q});
+  }
+  return cases;
+}
+
 std::vector<Case> harness_cases() {
   std::vector<Case> cases;
   auto base = [](int64_t sq, int64_t sk, int64_t d, DType dt) {
@@ -64,6 +142,8 @@ std::vector<Case> harness_cases() {
     p.window_left = 5;
     cases.push_back({"fully masked rows (window (5,0), 100x30)", p});
   }
+  // Mask functions (flashlab/mask.hpp): each built-in kind, and a dense mask with holes.
+  for (const Case& c : mask_cases()) cases.push_back(c);
   // GQA and MQA.
   {
     Problem p = base(128, 160, 64, DType::bf16);

@@ -183,5 +183,65 @@ refused "decode: an unknown rotary layout" "unknown rotary layout 'diag'" -- che
 refused "decode: one seqlen list for a different batch" "cache_seqlens has 2 entries; expected one per batch entry \(3\)" -- \
   check --decode --cache-seqlens 1,2 --batch 3
 
+# Mask functions (core/include/flashlab/mask.hpp): every CPU implementation runs each kind, forward and
+# backward; the GPU ones say why they do not; estimate, step and trace take the same flags.
+mask_npy() {  # mask_npy PATH DESCR SHAPE RULE: a .npy whose element (..., i, j) is the Python expression RULE
+  python3 - "$@" <<'PY'
+import struct, sys
+path, descr, shape, rule = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3].split(",")], sys.argv[4]
+hdr = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, ", ".join(map(str, shape)))
+hdr += " " * ((64 - (10 + len(hdr) + 1) % 64) % 64) + "\n"
+n = 1
+for s in shape: n *= s
+sq, sk = shape[-2], shape[-1]
+data = bytes(1 if eval(rule, {}, {"i": (e // sk) % sq, "j": e % sk}) else 0 for e in range(n))
+open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode() + data)
+PY
+}
+ok "check --mask document (the issue's example), fwd+bwd" "all implementations pass" -- \
+  check --seqlen 1024 --mask document --doc-lengths 300,700,24 --heads 2 --dtype bf16 --pass fwd+bwd
+ok "check --mask document --causal" "all implementations pass" -- \
+  check --seqlen 1024 --mask document --doc-lengths 300,700,24 --causal --dtype fp16 --pass fwd+bwd
+ok "check --mask prefix-lm, one prefix per batch entry, seqlen_q < seqlen_k" "all implementations pass" -- \
+  check --seqlen-q 300 --seqlen-k 512 --batch 2 --mask prefix-lm --prefix 128,0 --dtype bf16 --pass fwd+bwd
+ok "check --mask chunked" "all implementations pass" -- check --seqlen 700 --mask chunked --chunk 256 --dtype bf16 --pass fwd+bwd
+ok "GPU implementations name the mask kind they lack" "gpu-fa2 +unsupported: mask kind chunked" -- \
+  check --seqlen 700 --mask chunked --chunk 256 --dtype bf16
+mask_npy "$work/dense.npy" '|b1' 200,300 "(i * 7 + j * 3) % 5 != 0 and not 64 <= j < 128"
+ok "check --mask dense from a .npy (holes, fwd+bwd)" "all implementations pass" -- \
+  check --seqlen-q 200 --seqlen-k 300 --mask dense --mask-file "$work/dense.npy" --dtype bf16 --pass fwd+bwd
+mask_npy "$work/dense4.npy" '|u1' 2,3,200,300 "(i + 2 * j) % 7 != 0"
+ok "check --mask dense, one mask per (batch, head), uint8" "all implementations pass" -- \
+  check --batch 2 --heads 3 --seqlen-q 200 --seqlen-k 300 --mask dense --mask-file "$work/dense4.npy" --pass fwd+bwd
+ok "estimate --mask document: FLOPs are the block mask's density times the unmasked ones" \
+  "fa2: block mask density 0.1250 at 128x64 tiles" -- \
+  estimate --gpu h100-sxm --batch 2 --heads 16 --hdim 128 --dtype bf16 --seqlen 16384 --algo fa2 --mask document \
+  --doc-lengths 2048,2048,2048,2048,2048,2048,2048,2048
+ok "step --mask document draws the block mask (partial tiles)" "^  %  " -- \
+  step --seqlen 256 --mask document --doc-lengths 100,100,56 --causal --br 32 --bc 32 --non-interactive 2
+ok "trace --mask prefix-lm skips the tiles past the prefix" '"event":"tile_skipped","h":0,"i":0,"j":2,' -- \
+  trace --seqlen 128 --mask prefix-lm --prefix 40 --br 32 --bc 32 --order fa1
+refused "document lengths that do not cover the sequence" "document lengths 300,700,23 sum to 1023, but seqlen is 1024" -- \
+  check --seqlen 1024 --mask document --doc-lengths 300,700,23
+refused "a document length list that is not numbers" "--doc-lengths takes integers separated by commas" -- \
+  check --seqlen 1024 --mask document --doc-lengths 300,x
+refused "a prefix longer than the keys" "prefix 300 of batch entry 0 must be in \[0, seqlen_k = 256\]" -- \
+  check --seqlen 256 --mask prefix-lm --prefix 300
+refused "prefix-lm with --causal" "prefix-lm is already causal after the prefix" -- \
+  check --seqlen 256 --mask prefix-lm --prefix 30 --causal
+refused "a mask parameter without its kind" "document lengths were given but the mask is none; use --mask document" -- \
+  check --seqlen 256 --doc-lengths 128,128
+refused "an unknown mask kind" "unknown mask kind 'diagonal'" -- check --seqlen 256 --mask diagonal
+mask_npy "$work/small.npy" '|b1' 100,300 "True"
+refused "a dense mask of the wrong shape" "has shape \(100, 300\); expected \(seqlen_q, seqlen_k\) = \(200, 300\)" -- \
+  check --seqlen-q 200 --seqlen-k 300 --mask dense --mask-file "$work/small.npy"
+mask_npy "$work/ints.npy" '<i4' 200,300 "True"
+refused "a dense mask of the wrong dtype" "dtype '<i4' is not supported; expected '\|b1'" -- \
+  check --seqlen-q 200 --seqlen-k 300 --mask dense --mask-file "$work/ints.npy"
+refused "a mask function with --decode" "--window, --mask, --alibi and --dropout are not implemented" -- \
+  check --decode --mask chunked --chunk 64
+refused "a dense mask that is not there" "cannot open" -- \
+  check --seqlen 200 --mask dense --mask-file "$work/missing.npy"
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -219,12 +219,18 @@ void HeadRun::scores(const TileStep& st, const Sram& s, Tile& S, Tile* dot) cons
     for (int64_t r = 0; r < S.rows(); ++r)
       for (int64_t c = 0; c < S.cols(); ++c) S(r, c) = score(S(r, c), st.row0 + r, st.col0 + c);
   }
-  if (st.kind == TileKind::partial) {
-    for (int64_t r = 0; r < S.rows(); ++r) {
-      const int64_t lo = p_.col_begin(b_, st.row0 + r) - st.col0, hi = p_.col_end(b_, st.row0 + r) - st.col0;
-      for (int64_t c = 0; c < S.cols(); ++c)
-        if (c < lo || c >= hi) S(r, c) = kNegInf;
-    }
+  if (st.kind == TileKind::partial) mask_tile(st, S, kNegInf);
+}
+
+// The element mask of a partial tile: X_rc = fill where (row0 + r, col0 + c) is not visible. The row's
+// interval [col_begin, col_end) first; a dense mask's bits within it.
+void HeadRun::mask_tile(const TileStep& st, Tile& X, float fill) const {
+  const bool dense = !p_.interval_mask();
+  for (int64_t r = 0; r < X.rows(); ++r) {
+    const int64_t row = st.row0 + r;
+    const int64_t lo = p_.col_begin(b_, row) - st.col0, hi = p_.col_end(b_, row) - st.col0;
+    for (int64_t c = 0; c < X.cols(); ++c)
+      if (c < lo || c >= hi || (dense && !p_.mask.dense->at(b_, h_, row, st.col0 + c))) X(r, c) = fill;
   }
 }
 
@@ -232,12 +238,7 @@ void HeadRun::scores(const TileStep& st, const Sram& s, Tile& S, Tile* dot) cons
 // -88) and returns a tiny positive number instead; in a row that sees only a
 // few keys those add up. Masked elements of a partial tile are set to 0 exactly.
 void HeadRun::zero_masked(const TileStep& st, Tile& P) const {
-  if (st.kind != TileKind::partial) return;
-  for (int64_t r = 0; r < P.rows(); ++r) {
-    const int64_t lo = p_.col_begin(b_, st.row0 + r) - st.col0, hi = p_.col_end(b_, st.row0 + r) - st.col0;
-    for (int64_t c = 0; c < P.cols(); ++c)
-      if (c < lo || c >= hi) P(r, c) = 0.0f;
-  }
+  if (st.kind == TileKind::partial) mask_tile(st, P, 0.0f);
 }
 
 // S <- exp(S - m) row by row, in place. Row-major S with a per-row shift

@@ -99,6 +99,7 @@ class HeadRun {
   void backward_tile(const TileStep& s, Sram& sram, Observer* obs);
   void scores(const TileStep& s, const Sram& sram, Tile& S, Tile* dot) const;
   void zero_masked(const TileStep& s, Tile& P) const;
+  void mask_tile(const TileStep& s, Tile& X, float fill) const;
   Tensor* hbm(TensorId t);
   void copy_rows(const Transfer& t, std::vector<float>& out) const;
   void paste_rows(const Transfer& t, const std::vector<float>& in);

@@ -10,13 +10,10 @@ namespace flashlab::tiled {
 static const EnumNames<Order, 6> kOrderNames{{Order::fa1, "fa1"},           {Order::fa2, "fa2"},
                                              {Order::backward, "bwd"},       {Order::fa1_backward, "fa1-bwd"},
                                              {Order::backward, "backward"},  {Order::fa1_backward, "fa1_backward"}};
-static const EnumNames<TileKind, 3> kTileKindNames{
-    {TileKind::full, "full"}, {TileKind::partial, "partial"}, {TileKind::skipped, "skipped"}};
 
 // "backward" is how the tool has always printed the FA2 backward order; "bwd" is what users type.
 std::string to_string(Order order) { return order == Order::backward ? "backward" : enum_name(kOrderNames, order); }
 Order parse_order(const std::string& name) { return enum_parse(kOrderNames, name, "order"); }
-std::string to_string(TileKind kind) { return enum_name(kTileKindNames, kind); }
 
 std::string to_string(TensorId t) {
   static const char* names[] = {"Q", "K", "V", "O", "l", "m", "LSE", "dO", "D", "dQ", "dK", "dV", "Knew", "Vnew", "Oaccum", "LSEaccum"};
@@ -35,53 +32,16 @@ int64_t ByteCounts::total_store() const {
 }
 
 Schedule::Schedule(const Problem& problem, int64_t batch_index, Tiling tiling, Order order)
-    : problem_(problem), b_(batch_index), tiling_(tiling), order_(order) {
-  if (tiling.Br <= 0 || tiling.Bc <= 0)
-    throw Error("tile sizes must be positive, got " + tiling.describe());
+    : problem_(problem), b_(batch_index), tiling_(tiling), order_(order), mask_(problem, batch_index, tiling) {
   sq_ = problem.len_q(b_);
   sk_ = problem.len_k(b_);
-  Tr_ = (sq_ + tiling.Br - 1) / tiling.Br;
-  Tc_ = (sk_ + tiling.Bc - 1) / tiling.Bc;
+  Tr_ = mask_.Tr();
+  Tc_ = mask_.Tc();
   elem_ = bytes_per_element(problem.dtype);
-
-  // Visible columns of a Q block: the union over its rows of [col_begin, col_end).
-  // Both edges grow with the row, so the union is one interval, from the first
-  // non-empty row's begin to the last non-empty row's end. A row sees nothing
-  // only where col_end is clamped at 0, which puts its col_begin at 0 as well:
-  // so such rows form a prefix of the sequence, a block with any visible row
-  // has its last row visible, and the block's first row gives the union's
-  // begin. Two mask evaluations a block, not one a row.
-  kv_range_.assign(Tr_, {0, 0});
-  q_range_.assign(Tc_, {0, 0});
-  for (int64_t i = 0; i < Tr_; ++i) {
-    const int64_t first = i * tiling.Br, last = std::min(sq_, (i + 1) * tiling.Br) - 1;
-    if (problem.col_begin(b_, last) >= problem.col_end(b_, last)) continue;
-    const int64_t c0 = problem.col_begin(b_, first), c1 = problem.col_end(b_, last);
-    kv_range_[i] = {c0 / tiling.Bc, (c1 + tiling.Bc - 1) / tiling.Bc};
-  }
-  // The Q blocks that see K/V block j: after the prefix of empty blocks, both ends of kv_range_ grow
-  // with i, so those blocks are [lo, hi) with two pointers that only move forward.
-  int64_t lo = 0, hi = 0;
-  for (int64_t j = 0; j < Tc_; ++j) {
-    while (lo < Tr_ && kv_range_[lo].second <= j) ++lo;  // empty blocks ({0, 0}) included
-    hi = std::max(hi, lo);
-    while (hi < Tr_ && kv_range_[hi].first <= j) ++hi;
-    q_range_[j] = lo < hi ? std::pair<int64_t, int64_t>{lo, hi} : std::pair<int64_t, int64_t>{0, 0};
-  }
 }
 
 int64_t Schedule::q_rows(int64_t i) const { return std::min(tiling_.Br, sq_ - i * tiling_.Br); }
 int64_t Schedule::kv_rows(int64_t j) const { return std::min(tiling_.Bc, sk_ - j * tiling_.Bc); }
-
-TileKind Schedule::classify(int64_t i, int64_t j) const {
-  if (j < kv_begin(i) || j >= kv_end(i)) return TileKind::skipped;
-  const int64_t r0 = i * tiling_.Br, r1 = r0 + q_rows(i);
-  const int64_t c0 = j * tiling_.Bc, c1 = c0 + kv_rows(j);
-  // Every row sees the whole tile when the last row starts at or before c0
-  // and the first row ends at or after c1 (both edges grow with the row).
-  const bool full = problem_.col_begin(b_, r1 - 1) <= c0 && problem_.col_end(b_, r0) >= c1;
-  return full ? TileKind::full : TileKind::partial;
-}
 
 TileStep Schedule::step(int64_t k) const {
   TileStep s;
@@ -216,25 +176,36 @@ std::vector<Transfer> Schedule::epilogue() const {
           {TensorId::dQ, true, 0, sq_, sq_ * d * elem_}};
 }
 
-int64_t Schedule::tiles_skipped() const {
-  int64_t computed = 0;
-  for (int64_t i = 0; i < Tr_; ++i) computed += kv_end(i) - kv_begin(i);
-  return steps() - computed;
+int64_t Schedule::tiles_skipped() const { return steps() - mask_.computed_tiles(); }
+
+int64_t Schedule::inner_rows_computed(int64_t line) const {
+  const Range vis = visible(line);
+  if (vis.begin >= vis.end) return 0;
+  const int64_t B = q_outer() ? tiling_.Bc : tiling_.Br, n = q_outer() ? sk_ : sq_;
+  if (!mask_.has_holes()) return std::min(vis.end * B, n) - vis.begin * B;
+  int64_t rows = 0;
+  for (int64_t x = vis.begin; x < vis.end; ++x) {
+    const Tile t = q_outer() ? Tile{line, x} : Tile{x, line};
+    if (classify(t.i, t.j) != TileKind::skipped) rows += q_outer() ? kv_rows(x) : q_rows(x);
+  }
+  return rows;
 }
 
 int64_t Schedule::computed_elements() const {
   int64_t elements = 0;
   for (int64_t i = 0; i < Tr_; ++i) {
     if (kv_begin(i) >= kv_end(i)) continue;
-    const int64_t cols = std::min(kv_end(i) * tiling_.Bc, sk_) - kv_begin(i) * tiling_.Bc;
+    int64_t cols = std::min(kv_end(i) * tiling_.Bc, sk_) - kv_begin(i) * tiling_.Bc;
+    if (mask_.has_holes()) {
+      cols = 0;
+      for (int64_t j = kv_begin(i); j < kv_end(i); ++j) cols += classify(i, j) != TileKind::skipped ? kv_rows(j) : 0;
+    }
     elements += q_rows(i) * cols;
   }
   return elements;
 }
 
 ByteCounts Schedule::closed_form() const {
-  // Rows covered by blocks [a, b) of a dimension of length n split by B.
-  auto rows_in = [](int64_t a, int64_t b, int64_t B, int64_t n) { return a >= b ? 0 : std::min(b * B, n) - a * B; };
   ByteCounts c;
   for (const Transfer& t : prologue()) c.add(t);
   for (const Transfer& t : epilogue()) c.add(t);
@@ -243,8 +214,7 @@ ByteCounts Schedule::closed_form() const {
     const Range vis = visible(line);
     const bool seen = vis.begin < vis.end;
     const int64_t own = q_outer() ? q_rows(line) : kv_rows(line);  // the line's own block
-    const int64_t inner = q_outer() ? rows_in(vis.begin, vis.end, tiling_.Bc, sk_)  // inner rows it meets
-                                    : rows_in(vis.begin, vis.end, tiling_.Br, sq_);
+    const int64_t inner = inner_rows_computed(line);  // rows of the inner blocks it computes
     for (const Rule& r : rules) {
       int64_t rows = 0;
       switch (r.when) {

@@ -21,6 +21,10 @@
 //                    writes dQ_i back (in the input precision); D_i is computed
 //                    on chip from dO_i and O_i.
 //
+// Which tiles are skipped, full or partial is the block mask's (block_mask.hpp), computed once from the
+// mask function when the schedule is built; classify() and the block ranges read it. Under a dense mask a
+// line's range can hold skipped tiles (holes): they are visited as skipped steps, with no transfers.
+//
 // Traversal belongs to the schedule alone: which axis the outer loop walks,
 // step index <-> tile (i, j), and the steps a pass visits on each outer line
 // (step_of, tile_of, outer_blocks, visited). Nothing outside computes a tile
@@ -31,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "block_mask.hpp"
 #include "flashlab/problem.hpp"
 #include "tiling.hpp"
 
@@ -40,10 +45,6 @@ enum class Order { fa1, fa2, backward, fa1_backward };
 std::string to_string(Order order);
 Order parse_order(const std::string& name);  // "fa1" | "fa2" | "backward" (or "bwd") | "fa1-bwd"
 inline bool is_backward(Order o) { return o == Order::backward || o == Order::fa1_backward; }
-
-// full: every element visible; partial: some masked; skipped: none visible.
-enum class TileKind { full, partial, skipped };
-std::string to_string(TileKind kind);
 
 // Tensors moved between HBM and on-chip memory.
 // Knew, Vnew, Oaccum, LSEaccum: decoding's appended rows and split-KV's partial outputs (split_schedule.hpp).
@@ -96,7 +97,8 @@ class Schedule {
   int64_t steps() const { return Tr_ * Tc_; }
 
   TileStep step(int64_t k) const;
-  TileKind classify(int64_t i, int64_t j) const;
+  TileKind classify(int64_t i, int64_t j) const { return mask_.kind(i, j); }
+  const BlockMask& block_mask() const { return mask_; }
 
   // ---- traversal ----
   // FA2's forward walks Q blocks in the outer loop; FA1 and both backward orders walk K/V blocks.
@@ -108,15 +110,14 @@ class Schedule {
     int64_t i, j;
   };
   Tile tile_of(int64_t k) const { return q_outer() ? Tile{k / Tc_, k % Tc_} : Tile{k % Tr_, k / Tr_}; }
-  // The inner blocks of outer line o that have visible elements: [begin, end), no holes.
+  // The inner blocks of outer line o that have visible elements: [begin, end), the first and one past the
+  // last; no holes except under a dense mask (block_mask.hpp).
   struct Range {
     int64_t begin, end;
   };
   Range visible(int64_t o) const {
     return q_outer() ? Range{kv_begin(o), kv_end(o)} : Range{q_begin(o), q_end(o)};
   }
-  // The inner blocks a pass runs on line o: the visible ones, except that FA2's forward still visits
-  // the last tile of a Q block that sees nothing, to write its O_i (zeros) and LSE_i.
   // The inner blocks a pass runs on line o: the visible ones, except that an order which writes the
   // line's outputs at its end (FA2's forward: O_i, LSE_i; the backward: dK_j, dV_j) still visits the last
   // tile of a line that sees nothing, to write zeros (and LSE = -inf).
@@ -126,13 +127,13 @@ class Schedule {
   }
   bool writes_at_line_end() const;
 
-  // The non-skipped K/V blocks of Q block i are [kv_begin(i), kv_end(i)), and
-  // the non-skipped Q blocks of K/V block j are [q_begin(j), q_end(j)):
-  // the mask's visible band is contiguous, so these ranges have no holes.
-  int64_t kv_begin(int64_t i) const { return kv_range_[i].first; }
-  int64_t kv_end(int64_t i) const { return kv_range_[i].second; }
-  int64_t q_begin(int64_t j) const { return q_range_[j].first; }
-  int64_t q_end(int64_t j) const { return q_range_[j].second; }
+  // The non-skipped K/V blocks of Q block i lie in [kv_begin(i), kv_end(i)), and
+  // the non-skipped Q blocks of K/V block j in [q_begin(j), q_end(j)), both ends
+  // non-skipped; every block between is non-skipped too unless the mask is dense.
+  int64_t kv_begin(int64_t i) const { return mask_.kv_begin(i); }
+  int64_t kv_end(int64_t i) const { return mask_.kv_end(i); }
+  int64_t q_begin(int64_t j) const { return mask_.q_begin(j); }
+  int64_t q_end(int64_t j) const { return mask_.q_end(j); }
   int64_t q_rows(int64_t i) const;   // rows in Q block i
   int64_t kv_rows(int64_t j) const;  // rows in K/V block j
 
@@ -154,6 +155,7 @@ class Schedule {
  private:
   void add_step_transfers(TileStep& s) const;
   int64_t row_bytes(int width) const;  // bytes per row of a rule's Width (schedule.cpp)
+  int64_t inner_rows_computed(int64_t line) const;  // rows of the line's non-skipped inner blocks
 
   Problem problem_;
   int64_t b_;
@@ -161,7 +163,7 @@ class Schedule {
   Order order_;
   int64_t sq_, sk_, Tr_, Tc_;
   int64_t elem_;  // bytes per element of Q, K, V, O, dO, dQ, dK, dV in HBM
-  std::vector<std::pair<int64_t, int64_t>> kv_range_, q_range_;
+  BlockMask mask_;
 };
 
 }  // namespace flashlab::tiled

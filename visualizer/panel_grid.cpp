@@ -16,6 +16,10 @@ using tiled::TileKind;
 
 namespace {
 
+// Above this many tiles the grid is drawn line by line only (O(Tr + Tc) rectangles), without the
+// per-tile marks of partial tiles.
+constexpr int64_t kMaxDetailTiles = 128 * 1024;
+
 // One walk's Tr x Tc grid. The state of tile (i, j) follows from its mask class
 // and its place in the order relative to the current step, so each outer line
 // (a Q row block for fa2, a K/V column block otherwise) is at most five
@@ -83,6 +87,22 @@ void DrawGrid(Walk& w, ImVec2 avail) {
     range(o, end, l.e, inner, l.split, kSkippedDone, kSkipped);
     o = end;
   }
+  // The block mask's detail, tile by tile, where the grid is small enough to afford it: a partial tile
+  // (its element mask applied) gets a light triangle in its lower-left corner, and under a dense mask the skipped tiles inside a
+  // line's range (holes, block_mask.hpp) are painted as skipped.
+  const tiled::BlockMask& bm = s.block_mask();
+  if (Tr * Tc <= kMaxDetailTiles && (cell >= 4 || bm.has_holes())) {
+    const ImU32 mark = IM_COL32(230, 230, 240, 150);
+    for (int64_t i = 0; i < Tr; ++i)
+      for (int64_t j = bm.kv_begin(i); j < bm.kv_end(i); ++j) {
+        const TileKind kind = bm.kind(i, j);
+        const ImVec2 lo(p0.x + j * cell, p0.y + i * cell), hi(p0.x + (j + 1) * cell, p0.y + (i + 1) * cell);
+        if (kind == TileKind::skipped)
+          dl->AddRectFilled(lo, hi, col(s.step_of(i, j) < pos ? kSkippedDone : kSkipped));
+        else if (kind == TileKind::partial && cell >= 4)  // a corner mark, clear of the centre the tile's state colours
+          dl->AddTriangleFilled(ImVec2(lo.x, hi.y - cell / 3), ImVec2(lo.x, hi.y), ImVec2(lo.x + cell / 3, hi.y), mark);
+      }
+  }
   // Tile borders where they are wide enough to see.
   if (cell >= 6) {
     const ImU32 line = IM_COL32(15, 15, 18, 255);
@@ -144,15 +164,32 @@ void ShowTileGrid(Session& s) {
   ImGui::Begin("Tile grid");
   const auto& walks = s.walks();
   const tiled::Schedule& sc = s.primary().stepper->schedule();
-  ImGui::TextWrapped("Tr = %lld Q blocks x Tc = %lld K/V blocks (Br = %lld, Bc = %lld), %lld of %lld tiles masked",
+  const Problem& prob = s.problem();
+  ImGui::TextWrapped("Tr = %lld Q blocks x Tc = %lld K/V blocks (Br = %lld, Bc = %lld), %lld of %lld tiles masked; "
+                     "block mask density %.3f%s%s",
               (long long)sc.Tr(), (long long)sc.Tc(), (long long)sc.tiling().Br, (long long)sc.tiling().Bc,
-              (long long)sc.tiles_skipped(), (long long)sc.steps());
+              (long long)sc.tiles_skipped(), (long long)sc.steps(), sc.block_mask().density(),
+              prob.mask.kind == MaskKind::none ? "" : ", mask ", prob.mask.kind == MaskKind::none ? "" : prob.mask.describe().c_str());
   Legend(kPending, "pending", "Not visited yet.");
   Legend(kCurrent, "current", "The tile in SRAM now: S_ij = Q_i K_j^T is computed from it.");
   Legend(kResident, "stays in SRAM", "The block kept on chip across the inner loop: Q_i, O_i, m_i, l_i in FA2; K_j, V_j (and dK_j, dV_j) in FA1 and the backward.");
   ImGui::NewLine();
   Legend(kDone, "done", "Visited: its contribution is in O_i (backward: in dK_j, dV_j and dQ_i).");
-  Legend(kSkipped, "skipped", "Every element masked (causal or window): never loaded, never computed.");
+  Legend(kSkipped, "skipped", "Every element masked (causal, window or the mask function): never loaded, never computed.");
+  {
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float h = ImGui::GetTextLineHeight();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    dl->AddRectFilled(p, ImVec2(p.x + h, p.y + h), col(kDone));
+    dl->AddTriangleFilled(ImVec2(p.x, p.y + h / 2), ImVec2(p.x, p.y + h), ImVec2(p.x + h / 2, p.y + h),
+                          IM_COL32(230, 230, 240, 150));
+    ImGui::Dummy(ImVec2(h, h));
+    ImGui::SameLine();
+    ImGui::TextUnformatted("partial");
+    HelpMarker("Some elements masked: computed whole, then the element mask sets the masked S_ij to -inf. "
+               "Unmarked visible tiles are full: no element mask at all.");
+    ImGui::SameLine(0, 14);
+  }
   ImGui::NewLine();
   const float gap = 12;
   const ImVec2 avail = ImGui::GetContentRegionAvail();

@@ -12,9 +12,14 @@ using tiled::Event;
 using tiled::Order;
 
 Problem Settings::problem() const {
-  const Problem p = ProblemSpec{.seqlen_q = seqlen, .seqlen_k = seqlen, .hdim = hdim, .causal = causal,
-                                .window_left = window_left, .window_right = window_right, .seed = seed, .dtype = dtype}
-                        .build();
+  ProblemSpec spec{.seqlen_q = seqlen, .seqlen_k = seqlen, .hdim = hdim, .causal = causal,
+                   .window_left = window_left, .window_right = window_right, .seed = seed, .dtype = dtype};
+  spec.mask = mask;
+  if (!prefix.empty()) spec.prefix = parse_int_list(prefix, "--prefix");
+  if (!doc_lengths.empty()) spec.doc_lengths = parse_int_list(doc_lengths, "--doc-lengths");
+  spec.chunk = chunk;
+  spec.mask_file = mask_file;
+  const Problem p = spec.build();
   if (br < 1 || bc < 1)
     throw Error("tile sizes must be positive, got Br=" + std::to_string(br) + " Bc=" + std::to_string(bc));
   return p;
@@ -40,6 +45,22 @@ TileView view_of(const tiled::Stepper& st) {
 }
 
 namespace {
+
+// The problem at sequence length n, for the speedup curve: a mask function's documents and prefix scaled
+// in proportion (the last document takes the rounding), the chunk kept.
+Problem at_seqlen(Problem q, int64_t n) {
+  const int64_t old = q.seqlen_k;
+  q.seqlen_q = q.seqlen_k = n;
+  if (q.mask.kind == MaskKind::document) {
+    int64_t used = 0;
+    for (size_t d = 0; d + 1 < q.mask.doc_lengths.size(); ++d)
+      used += q.mask.doc_lengths[d] = std::max<int64_t>(1, q.mask.doc_lengths[d] * n / old);
+    q.mask.doc_lengths.back() = std::max<int64_t>(1, n - used);
+    if (used >= n) q.mask.doc_lengths = {n};  // too many documents for n tokens: one document
+  }
+  for (int64_t& len : q.mask.prefix) len = std::min(n, len * n / old);
+  return q;
+}
 
 // Session versions are unique across sessions, so a texture made for an old
 // session is never taken for the current one's.
@@ -115,9 +136,8 @@ Session::Session(Settings s) : settings_(std::move(s)), problem_(settings_.probl
       residency_ = {};
     }
   }
-  for (int64_t n = 512; n <= 131072; n *= 2) {
-    Problem q = model;
-    q.seqlen_q = q.seqlen_k = n;
+  for (int64_t n = 512; n <= 131072 && model.mask.kind != MaskKind::dense; n *= 2) {  // a dense mask has one size
+    const Problem q = at_seqlen(model, n);
     const auto e = sim::estimate_all(q, gpu_, algos, pass);
     curve_.push_back({n, e[1].speedup_vs_standard, e[2].speedup_vs_standard, e.size() > 3 ? e[3].speedup_vs_standard : 0.0});
   }
@@ -262,7 +282,8 @@ nlohmann::json Session::to_json() const {
   j["settings"] = {{"seqlen", s.seqlen}, {"hdim", s.hdim}, {"br", s.br}, {"bc", s.bc}, {"causal", s.causal},
                    {"window_left", s.window_left}, {"window_right", s.window_right}, {"order", s.order},
                    {"dtype", s.dtype}, {"gpu", s.gpu}, {"seed", s.seed}, {"compare", s.compare},
-                   {"skip_masked", s.skip_masked}};
+                   {"skip_masked", s.skip_masked}, {"mask", s.mask}, {"prefix", s.prefix},
+                   {"doc_lengths", s.doc_lengths}, {"chunk", s.chunk}, {"mask_file", s.mask_file}};
   j["computed_tiles"] = computed_;
   const tiled::NaiveBytes naive = tiled::naive_bytes(problem_, 0);
   j["standard_attention_bytes"] = {{"read", naive.read}, {"write", naive.write}};

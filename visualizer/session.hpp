@@ -29,6 +29,9 @@ struct Settings {
   int64_t br = 64, bc = 64;     // Br: query rows per tile, Bc: key rows per tile
   bool causal = false;
   int64_t window_left = -1, window_right = -1;  // sliding window (-1: unbounded)
+  std::string mask = "none";    // mask function: none | prefix-lm | document | chunked | dense (flashlab/mask.hpp)
+  std::string prefix, doc_lengths, mask_file;  // its parameter: "128", "300,700,24", a .npy
+  int64_t chunk = 0;
   std::string order = "fa2";    // fa1 | fa2 | bwd | fa1-bwd
   std::string dtype = "fp16";   // storage dtype: bytes per element, the GPU's tensor peak
   std::string gpu = "h100-sxm"; // a presets/ name

@@ -60,7 +60,18 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + ")";
 }
 
-Tensor read_npy(const std::string& path) {
+namespace {
+
+// A file's header and data bytes, checked against the header's shape; `widths` maps each accepted
+// dtype to its bytes per element, `expected` names them for the error message.
+struct RawNpy {
+  Header h;
+  int width = 0;
+  std::vector<char> raw;
+};
+
+RawNpy read_raw(const std::string& path, const std::vector<std::pair<std::string, int>>& widths,
+                const std::string& expected) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open '" + path + "': " + std::strerror(errno));
   char magic[kMagicLen + 2] = {};
@@ -82,36 +93,42 @@ Tensor read_npy(const std::string& path) {
   }
   std::string text(header_len, '\0');
   if (!in.read(text.data(), static_cast<std::streamsize>(header_len))) bad(path, "truncated header");
-  const Header h = parse_header(path, text);
-  if (h.fortran) bad(path, "Fortran order is not supported; save with np.ascontiguousarray");
-
-  int width = 0;
-  if (h.descr == "<f4") width = 4;
-  else if (h.descr == "<f2") width = 2;
-  else if (h.descr == "<f8") width = 8;
-  else bad(path, "dtype '" + h.descr + "' is not supported; expected '<f4', '<f2' or '<f8'");
+  RawNpy r;
+  r.h = parse_header(path, text);
+  if (r.h.fortran) bad(path, "Fortran order is not supported; save with np.ascontiguousarray");
+  for (const auto& [descr, width] : widths)
+    if (r.h.descr == descr) r.width = width;
+  if (r.width == 0) bad(path, "dtype '" + r.h.descr + "' is not supported; expected " + expected);
 
   double elems = 1;
-  for (int64_t d : h.shape) elems *= static_cast<double>(d);
-  if (elems > 0x1p40) bad(path, "shape " + shape_string(h.shape) + " is too large");
-  const int64_t count = BasicTensor<float>::count(h.shape);
+  for (int64_t d : r.h.shape) elems *= static_cast<double>(d);
+  if (elems > 0x1p40) bad(path, "shape " + shape_string(r.h.shape) + " is too large");
+  const int64_t count = BasicTensor<float>::count(r.h.shape);
 
   const auto data_start = in.tellg();
   in.seekg(0, std::ios::end);
   const int64_t have = static_cast<int64_t>(in.tellg() - data_start);
-  const int64_t need = count * width;
+  const int64_t need = count * r.width;
   if (have != need)
-    bad(path, "shape " + shape_string(h.shape) + " of " + h.descr + " needs " + std::to_string(need) +
+    bad(path, "shape " + shape_string(r.h.shape) + " of " + r.h.descr + " needs " + std::to_string(need) +
                   " data bytes, the file has " + std::to_string(have));
   in.seekg(data_start);
+  r.raw.resize(static_cast<size_t>(need));
+  if (need > 0 && !in.read(r.raw.data(), need)) bad(path, "could not read the data");
+  return r;
+}
 
+}  // namespace
+
+Tensor read_npy(const std::string& path) {
+  const RawNpy r = read_raw(path, {{"<f4", 4}, {"<f2", 2}, {"<f8", 8}}, "'<f4', '<f2' or '<f8'");
+  const int width = r.width;
+  const int64_t count = BasicTensor<float>::count(r.h.shape);
   Tensor t;
-  t.shape = h.shape;
+  t.shape = r.h.shape;
   t.data.resize(static_cast<size_t>(count));
-  std::vector<char> raw(static_cast<size_t>(need));
-  if (need > 0 && !in.read(raw.data(), need)) bad(path, "could not read the data");
   for (int64_t i = 0; i < count; ++i) {
-    const char* p = raw.data() + i * width;
+    const char* p = r.raw.data() + i * width;
     if (width == 4) {
       std::memcpy(&t.data[i], p, 4);
     } else if (width == 2) {
@@ -127,17 +144,33 @@ Tensor read_npy(const std::string& path) {
   return t;
 }
 
-void write_npy(const std::string& path, const Tensor& tensor, NpyType type) {
-  std::string dict = std::string("{'descr': '") + (type == NpyType::f32 ? "<f4" : "<f2") +
-                     "', 'fortran_order': False, 'shape': (";
-  for (size_t i = 0; i < tensor.shape.size(); ++i) dict += std::to_string(tensor.shape[i]) + ", ";
-  if (tensor.shape.size() > 1) dict.erase(dict.size() - 1);  // (2, 3) but (5,)
+BoolArray read_npy_bool(const std::string& path) {
+  const RawNpy r = read_raw(path, {{"|b1", 1}, {"|u1", 1}},
+                            "'|b1' (numpy bool) or '|u1' (uint8) for a boolean mask; save it with m.astype(bool)");
+  BoolArray a;
+  a.shape = r.h.shape;
+  a.data.resize(r.raw.size());
+  for (size_t i = 0; i < r.raw.size(); ++i) a.data[i] = r.raw[i] != 0 ? 1 : 0;
+  return a;
+}
+
+namespace {
+
+// The header dictionary of a C-order array, padded so that the data starts at a multiple of 64.
+std::string header_dict(const std::string& descr, const std::vector<int64_t>& shape) {
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (";
+  for (size_t i = 0; i < shape.size(); ++i) dict += std::to_string(shape[i]) + ", ";
+  if (shape.size() > 1) dict.erase(dict.size() - 1);  // (2, 3) but (5,)
   dict += "), }";
   // Pad with spaces so that magic + version + length + header + '\n' is a multiple of 64.
   const size_t unpadded = kMagicLen + 2 + 2 + dict.size() + 1;
   dict.append((64 - unpadded % 64) % 64, ' ');
   dict += '\n';
+  return dict;
+}
 
+// Writes magic, version, header and data to "<path>.tmp" and renames it into place.
+void write_file(const std::string& path, const std::string& dict, const char* data, size_t bytes) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -149,13 +182,7 @@ void write_npy(const std::string& path, const Tensor& tensor, NpyType type) {
                                   static_cast<unsigned char>(dict.size() >> 8)};
     out.write(reinterpret_cast<const char*>(len), 2);
     out.write(dict.data(), static_cast<std::streamsize>(dict.size()));
-    if (type == NpyType::f32) {
-      out.write(reinterpret_cast<const char*>(tensor.ptr()), static_cast<std::streamsize>(tensor.numel() * 4));
-    } else {
-      std::vector<uint16_t> half(tensor.data.size());
-      for (size_t i = 0; i < half.size(); ++i) half[i] = float_to_fp16_bits(tensor.data[i]);
-      out.write(reinterpret_cast<const char*>(half.data()), static_cast<std::streamsize>(half.size() * 2));
-    }
+    out.write(data, static_cast<std::streamsize>(bytes));
     out.flush();
     if (!out) {
       out.close();
@@ -168,6 +195,23 @@ void write_npy(const std::string& path, const Tensor& tensor, NpyType type) {
   if (ec) {
     std::remove(tmp.c_str());
     throw Error("cannot move '" + tmp + "' to '" + path + "': " + ec.message());
+  }
+}
+
+}  // namespace
+
+void write_npy_bool(const std::string& path, const BoolArray& a) {
+  write_file(path, header_dict("|b1", a.shape), reinterpret_cast<const char*>(a.data.data()), a.data.size());
+}
+
+void write_npy(const std::string& path, const Tensor& tensor, NpyType type) {
+  const std::string dict = header_dict(type == NpyType::f32 ? "<f4" : "<f2", tensor.shape);
+  if (type == NpyType::f32) {
+    write_file(path, dict, reinterpret_cast<const char*>(tensor.ptr()), static_cast<size_t>(tensor.numel()) * 4);
+  } else {
+    std::vector<uint16_t> half(tensor.data.size());
+    for (size_t i = 0; i < half.size(); ++i) half[i] = float_to_fp16_bits(tensor.data[i]);
+    write_file(path, dict, reinterpret_cast<const char*>(half.data()), half.size() * 2);
   }
 }
 

@@ -27,7 +27,85 @@ void check_offsets(const std::vector<int64_t>& cu, int64_t batch, int64_t max_le
   }
 }
 
+std::string list(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t n = 0; n < v.size(); ++n) {
+    if (n) s += ',';
+    s += std::to_string(v[n]);
+  }
+  return s;
+}
+
+// The mask function's own fields, and how they combine with the rest of the problem.
+void check_mask(const Problem& p) {
+  const Mask& m = p.mask;
+  const std::string kind = to_string(m.kind);
+  if (m.kind != MaskKind::prefix_lm && !m.prefix.empty()) fail("a prefix length was given but the mask is " + kind + "; use --mask prefix-lm");
+  if (m.kind != MaskKind::document && !m.doc_lengths.empty())
+    fail("document lengths were given but the mask is " + kind + "; use --mask document");
+  if (m.kind != MaskKind::chunked && m.chunk != 0) fail("a chunk size was given but the mask is " + kind + "; use --mask chunked");
+  if (m.kind != MaskKind::dense && m.dense) fail("a mask file was given but the mask is " + kind + "; use --mask dense");
+  const bool windowed = p.causal || p.window_left >= 0 || p.window_right >= 0;
+  switch (m.kind) {
+    case MaskKind::none: break;
+    case MaskKind::prefix_lm:
+      if (windowed) fail("prefix-lm is already causal after the prefix; it does not combine with --causal or --window");
+      if (m.prefix.size() != 1 && static_cast<int64_t>(m.prefix.size()) != p.batch)
+        fail("prefix-lm needs one prefix length, or one per batch entry (" + std::to_string(p.batch) + "); got " +
+             std::to_string(m.prefix.size()));
+      for (int64_t b = 0; b < p.batch; ++b) {
+        const int64_t len = m.prefix_of(b);
+        if (len < 0 || len > p.len_k(b))
+          fail("prefix " + std::to_string(len) + " of batch entry " + std::to_string(b) +
+               " must be in [0, seqlen_k = " + std::to_string(p.len_k(b)) + "]");
+      }
+      break;
+    case MaskKind::document: {
+      if (p.varlen()) fail("document masking packs sequences itself; it does not combine with varlen offsets");
+      if (p.seqlen_q != p.seqlen_k)
+        fail("document masking needs seqlen_q == seqlen_k (one packed sequence), got " + std::to_string(p.seqlen_q) +
+             " and " + std::to_string(p.seqlen_k));
+      if (m.doc_lengths.empty()) fail("document masking needs the document lengths (--doc-lengths 300,700,24)");
+      int64_t sum = 0;
+      for (int64_t len : m.doc_lengths) {
+        if (len <= 0) fail("document lengths must be positive, got " + list(m.doc_lengths));
+        sum += len;
+      }
+      if (sum != p.seqlen_q)
+        fail("document lengths " + list(m.doc_lengths) + " sum to " + std::to_string(sum) + ", but seqlen is " +
+             std::to_string(p.seqlen_q) + "; they must cover the packed sequence exactly");
+      break;
+    }
+    case MaskKind::chunked:
+      if (windowed) fail("chunked attention is already causal within each chunk; it does not combine with --causal or --window");
+      if (m.chunk <= 0) fail("chunked attention needs a positive chunk size (--chunk 256), got " + std::to_string(m.chunk));
+      break;
+    case MaskKind::dense: {
+      if (!m.dense) fail("dense masking needs a mask file (--mask-file m.npy)");
+      if (p.varlen()) fail("a dense mask does not combine with varlen offsets");
+      const std::vector<int64_t>& s = m.dense->bits.shape;
+      const bool two = s.size() == 2 && s[0] == p.seqlen_q && s[1] == p.seqlen_k;
+      const bool four = s.size() == 4 && (s[0] == 1 || s[0] == p.batch) && (s[1] == 1 || s[1] == p.heads_q) &&
+                        s[2] == p.seqlen_q && s[3] == p.seqlen_k;
+      if (!two && !four)
+        fail("the mask file '" + m.dense->source + "' has shape " + shape_string(s) + "; expected (seqlen_q, seqlen_k) = (" +
+             std::to_string(p.seqlen_q) + ", " + std::to_string(p.seqlen_k) + ") or (batch, heads, seqlen_q, seqlen_k) = (" +
+             std::to_string(p.batch) + ", " + std::to_string(p.heads_q) + ", " + std::to_string(p.seqlen_q) + ", " +
+             std::to_string(p.seqlen_k) + "), batch and heads may be 1");
+      break;
+    }
+  }
+}
+
 }  // namespace
+
+bool Problem::mask_varies_by_batch() const {
+  if (mask.kind == MaskKind::dense) return mask.dense && mask.dense->varies_by_batch();
+  if (mask.kind == MaskKind::prefix_lm)
+    for (int64_t v : mask.prefix)
+      if (v != mask.prefix.front()) return true;
+  return false;
+}
 
 void Problem::validate() const {
   auto positive = [](int64_t v, const char* name) {
@@ -64,6 +142,7 @@ void Problem::validate() const {
     check_offsets(cu_seqlens_q, batch, seqlen_q, "cu_seqlens_q", "max seqlen_q");
     check_offsets(cu_seqlens_k, batch, seqlen_k, "cu_seqlens_k", "max seqlen_k");
   }
+  check_mask(*this);
   // Sizes must fit comfortably in int64 index arithmetic.
   const double elems = static_cast<double>(batch) * std::max(seqlen_q, seqlen_k) * heads_q * std::max(head_dim, dv());
   if (elems > 0x1p52) fail("the tensors would have more than 2^52 elements");
@@ -83,16 +162,22 @@ int64_t Problem::len_k(int64_t b) const { return varlen() ? cu_seqlens_k[b + 1] 
 int64_t Problem::start_q(int64_t b) const { return varlen() ? cu_seqlens_q[b] : b * seqlen_q; }
 int64_t Problem::start_k(int64_t b) const { return varlen() ? cu_seqlens_k[b] : b * seqlen_k; }
 
+// Both edges are the window's, narrowed by the mask kind; each is non-decreasing in i (mask.hpp).
 int64_t Problem::col_begin(int64_t b, int64_t i) const {
-  if (left() < 0) return 0;
   const int64_t diag = i + len_k(b) - len_q(b);
-  return std::clamp<int64_t>(diag - left(), 0, len_k(b));
+  int64_t begin = left() < 0 ? 0 : diag - left();
+  if (mask.kind == MaskKind::document) begin = std::max(begin, mask.document_of(i).begin);
+  if (mask.kind == MaskKind::chunked && diag >= 0) begin = std::max(begin, diag / mask.chunk * mask.chunk);
+  return std::clamp<int64_t>(begin, 0, len_k(b));
 }
 
 int64_t Problem::col_end(int64_t b, int64_t i) const {
-  if (right() < 0) return len_k(b);
   const int64_t diag = i + len_k(b) - len_q(b);
-  return std::clamp<int64_t>(diag + right() + 1, 0, len_k(b));
+  int64_t end = right() < 0 ? len_k(b) : diag + right() + 1;
+  if (mask.kind == MaskKind::document) end = std::min(end, mask.document_of(i).end);
+  if (mask.kind == MaskKind::chunked) end = std::min(end, diag + 1);
+  if (mask.kind == MaskKind::prefix_lm) end = std::max(mask.prefix_of(b), diag + 1);
+  return std::clamp<int64_t>(end, 0, len_k(b));
 }
 
 std::vector<int64_t> Problem::q_shape() const {
@@ -120,6 +205,13 @@ int64_t Problem::lse_offset(int64_t b, int64_t h, int64_t i) const {
 
 int64_t Problem::visible_pairs() const {
   int64_t pairs = 0;
+  if (!interval_mask()) {  // a dense mask: every bit, every head
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t h = 0; h < heads_q; ++h)
+        for (int64_t i = 0; i < len_q(b); ++i)
+          for (int64_t j = col_begin(b, i); j < col_end(b, i); ++j) pairs += visible(b, h, i, j);
+    return pairs;
+  }
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t i = 0; i < len_q(b); ++i) pairs += std::max<int64_t>(0, col_end(b, i) - col_begin(b, i));
   return pairs * heads_q;
@@ -127,7 +219,7 @@ int64_t Problem::visible_pairs() const {
 
 double Problem::forward_flops() const {
   const double per_pair = 2.0 * static_cast<double>(head_dim + dv());  // QK^T and PV: a multiply-add each
-  const bool plain_or_causal = window_left < 0 && (window_right < 0 || causal);
+  const bool plain_or_causal = window_left < 0 && (window_right < 0 || causal) && mask.kind == MaskKind::none;
   if (!varlen() && plain_or_causal) {
     // The anchors' convention: full matrix, halved for causal.
     const double full = static_cast<double>(batch) * heads_q * seqlen_q * seqlen_k * per_pair;
@@ -149,6 +241,7 @@ std::string Problem::describe() const {
   if (causal) s << ", causal";
   if (window_left >= 0 || window_right >= 0) s << ", window (" << window_left << "," << window_right << ")";
   if (softcap > 0) s << ", softcap " << softcap;
+  if (mask.kind != MaskKind::none) s << ", mask " << mask.describe();
   if (alibi) s << ", alibi";
   if (dropout_p > 0) s << ", dropout " << dropout_p << " seed " << seed;
   return s.str();

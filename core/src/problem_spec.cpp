@@ -1,5 +1,6 @@
 #include "flashlab/problem_spec.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "flashlab/error.hpp"
@@ -22,6 +23,24 @@ std::pair<int64_t, int64_t> parse_window(const std::string& text) {
   }
 }
 
+std::vector<int64_t> parse_int_list(const std::string& text, const char* flag) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  try {
+    while (at <= text.size()) {
+      const size_t comma = std::min(text.find(',', at), text.size());
+      const std::string item = text.substr(at, comma - at);
+      size_t used = 0;
+      out.push_back(std::stoll(item, &used));
+      if (used != item.size()) throw std::invalid_argument("junk");
+      at = comma + 1;
+    }
+  } catch (const std::exception&) {
+    throw Error(std::string(flag) + " takes integers separated by commas (e.g. 300,700,24), got '" + text + "'");
+  }
+  return out;
+}
+
 Problem ProblemSpec::build() const {
   if (kv_heads < 0) throw Error("invalid problem: kv-heads must be positive, got " + std::to_string(kv_heads));
   Problem p;
@@ -39,6 +58,18 @@ Problem ProblemSpec::build() const {
   p.dropout_p = dropout;
   p.seed = seed;
   p.dtype = parse_dtype(dtype);
+  if (mask == "causal") {
+    p.causal = true;
+  } else {
+    p.mask.kind = parse_mask_kind(mask);
+  }
+  p.mask.prefix = prefix;
+  p.mask.doc_lengths = doc_lengths;
+  p.mask.chunk = chunk;
+  if (!mask_file.empty()) {
+    if (p.mask.kind != MaskKind::dense) throw Error("invalid problem: --mask-file needs --mask dense");
+    p.mask.dense = DenseMask::load(mask_file);
+  }
   p.validate();
   return p;
 }

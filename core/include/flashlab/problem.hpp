@@ -14,8 +14,12 @@
 // position i + (seqlen_k - seqlen_q). Row i may attend to key column j when
 //   j >= i + (seqlen_k - seqlen_q) - window_left    (if window_left  >= 0)
 //   j <= i + (seqlen_k - seqlen_q) + window_right   (if window_right >= 0)
-// `causal` is the window (-1, 0). A row that can see no column (possible when
-// seqlen_q > seqlen_k and causal) has O = 0 and LSE = -inf.
+// `causal` is the window (-1, 0). `mask` adds a mask function (mask.hpp:
+// prefix-LM, document, chunked, or a user's dense boolean mask); the built-in
+// kinds narrow each row's interval [col_begin, col_end), a dense mask is read
+// element by element on top of it: visible(b, h, i, j) is the whole rule.
+// A row that can see no column (possible when seqlen_q > seqlen_k and causal,
+// or under a dense mask) has O = 0 and LSE = -inf.
 //
 // Score of (i, j) before the softmax, in this order:
 //   s = scale * q_i . k_j                       scale defaults to 1/sqrt(head_dim)
@@ -28,6 +32,7 @@
 #include <vector>
 
 #include "flashlab/dtype.hpp"
+#include "flashlab/mask.hpp"
 
 namespace flashlab {
 
@@ -50,6 +55,7 @@ struct Problem {
   uint64_t seed = 0;
   std::vector<int64_t> cu_seqlens_q;  // varlen: batch+1 cumulative offsets; empty for fixed length
   std::vector<int64_t> cu_seqlens_k;
+  Mask mask;                      // a mask function beyond causal / window (mask.hpp); kind none: off
   DType dtype = DType::fp32;
 
   // Throws flashlab::Error naming the first field that is wrong.
@@ -71,12 +77,21 @@ struct Problem {
   // Effective window edges: causal folds into window_right = 0.
   int64_t left() const { return window_left; }
   int64_t right() const { return causal ? (window_right < 0 ? 0 : std::min<int64_t>(window_right, 0)) : window_right; }
-  bool has_mask() const { return left() >= 0 || right() >= 0; }
+  bool has_mask() const { return left() >= 0 || right() >= 0 || mask.kind != MaskKind::none; }
+  // Whether the visible columns of every row are exactly [col_begin, col_end): all but a dense mask.
+  bool interval_mask() const { return mask.kind != MaskKind::dense; }
+  // Whether batch entries can differ in their mask (beyond varlen lengths): per-entry prefixes, a 4-d dense mask.
+  bool mask_varies_by_batch() const;
 
   // Visible columns of row i in batch b: [col_begin, col_end). Empty when begin >= end.
+  // Under a dense mask this is the interval the dense bits are read within.
   int64_t col_begin(int64_t b, int64_t i) const;
   int64_t col_end(int64_t b, int64_t i) const;
   bool visible(int64_t b, int64_t i, int64_t j) const { return j >= col_begin(b, i) && j < col_end(b, i); }
+  // The mask function (FlexAttention's mask_mod): may query row i of (b, h) attend to key j?
+  bool visible(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    return visible(b, i, j) && (mask.kind != MaskKind::dense || mask.dense->at(b, h, i, j));
+  }
 
   // Tensor shapes (see the layout table above).
   std::vector<int64_t> q_shape() const;
@@ -95,7 +110,7 @@ struct Problem {
   // (for head_dim != head_dim_v: 2 * sq * sk * (d + dv)), only over visible
   // (i, j) pairs, so causal counts about half.
   double forward_flops() const;
-  int64_t visible_pairs() const;  // number of (b, h, i, j) with visible(b, i, j), summed over heads
+  int64_t visible_pairs() const;  // number of (b, h, i, j) with visible(b, h, i, j)
 
   std::string describe() const;   // one line, for reports
 };
