@@ -25,7 +25,7 @@
 //
 // Version index (checks: the decode harness; bench/decode_compare.py against PyTorch SDPA on the same
 // decode shapes, and the HBM roofline; NVIDIA H100 80GB HBM3, 2026-11-23, q_len 1, 32 heads over 8 kv
-// heads, d = 128, bf16, batch x cache 1..64 x 1k..64k, one process, bench/results/decode-h100-2026-11-23.csv):
+// heads, d = 128, bf16, batch x cache 1..64 x 1k..128k, one process):
 //   v1  the kernels above; the combine a chain of dependent reads (48 us at 32 splits under ncu).
 //   v2  the combine's weights once a row, its partials loaded four splits at a time (17 us); the Python call
 //       without a device sync: 0.64-1.00x the best SDPA backend (cuDNN), 0.94-1.25x SDPA flash; the
@@ -33,7 +33,10 @@
 //       batch 64 x 4k..64k), 8-70% at batch 1 (the split kernel's 32-key blocks a warp and the
 //       combine's 17 us leave small problems latency-bound).
 //   v3  the combine a CTA a row, a thread a column; a block's rows looked up once a key (lane), not once a
-//       16-byte chunk.
+//       16-byte chunk: paged caches (256) from 52-70% to 71-100% of the copy rate, as contiguous
+//       (bench/results/decode-h100-2026-11-23-contiguous.csv, -paged256.csv): 0.73-0.99x the best SDPA
+//       backend, 0.93-1.26x SDPA flash; at cache >= 8k 79-102% of a copy's 3.02 TB/s at batch 8 and 64,
+//       31-83% at batch 1, where 256 CTAs of 32-key blocks a warp stream too little at once.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
