@@ -16,6 +16,7 @@
 #include <imgui_impl_glfw.h>
 #include <imgui_impl_opengl3.h>
 
+#include <cfloat>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -138,6 +139,7 @@ int decode_main(int argc, char** argv) {
     glfwPollEvents();
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
+    if (headless) ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);  // no hover highlight in the PNG
     ImGui::NewFrame();
     // 2. keyboard and play: `speed` steps per second
     if (!headless) {

@@ -156,6 +156,9 @@ void DrawKeyBlocks(const DecodeSession& s, DecodePlacement& at) {
                         (long long)j, (long long)(j * Bc), (long long)(std::min((j + 1) * Bc, sk) - 1),
                         (long long)s.b(), (long long)sp, d.paged() ? "; pages from the block table" : "");
   }
+  if (has && cur.kind == tiled::SplitSchedule::Kind::combine)
+    dl->AddText(ImVec2(o.x, o.y + h + 24), col(kCurrent),
+                "combine: each split's O^(s), LSE^(s) of this Q block read back and merged (table below)");
   ImGui::Dummy(ImVec2(avail, h + 40));
 }
 
