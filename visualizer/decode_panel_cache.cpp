@@ -34,30 +34,40 @@ void DrawPages(const DecodeSession& s, DecodePlacement& at, const std::vector<in
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const int64_t boxes = d.paged() ? d.num_pages : d.batch;
   const float avail = ImGui::GetContentRegionAvail().x;
-  const float w = d.paged() ? 60 : std::min(160.0f, avail / boxes - 8), h = 72, gap = 8;
-  const int64_t per_line = std::max<int64_t>(1, static_cast<int64_t>((avail + gap) / (w + gap)));
+  // The largest boxes (at most 72 px high) whose lines fit `budget`: the rest of the window keeps the block
+  // table and the keys. Below 56 px wide the labels go (hover names the page).
+  const float budget = std::max(90.0f, ImGui::GetContentRegionAvail().y - (d.paged() ? 130 + 20 * d.batch : 130));
+  float w = 60, h = 72, gap = 8, label = 14;
+  int64_t per_line = 1;
+  for (; h > 3; h -= 1) {
+    w = d.paged() ? h * 0.83f : std::min(160.0f, avail / boxes - 8);
+    gap = h >= 20 ? 8.0f : 1.0f;
+    label = w >= 56 ? 14.0f : 0.0f;
+    per_line = std::max<int64_t>(1, static_cast<int64_t>((avail + gap) / (w + gap)));
+    if (((boxes + per_line - 1) / per_line) * (h + gap + label) <= budget) break;
+  }
   const ImVec2 o = ImGui::GetCursorScreenPos();
   for (int64_t p = 0; p < boxes; ++p) {
-    const ImVec2 p0(o.x + (p % per_line) * (w + gap), o.y + (p / per_line) * (h + gap + 14));
+    const ImVec2 p0(o.x + (p % per_line) * (w + gap), o.y + (p / per_line) * (h + gap + label));
     const ImVec2 p1(p0.x + w, p0.y + h);
     const int64_t e = d.paged() ? s.owner_of_page(p) : p;
-    char label[48];
+    char text[48];
     if (e < 0) {
       dl->AddRectFilled(p0, p1, col(kFreePage));
-      std::snprintf(label, sizeof label, "P%lld free", (long long)p);
+      std::snprintf(text, sizeof text, "P%lld free", (long long)p);
     } else {
       const int64_t rows = d.paged() ? d.page_size : d.cache_len;
       const int64_t first = d.paged() ? s.logical_page_of(p) * d.page_size : 0;
       DrawRows(dl, p0, p1, first, rows, d.cache_seqlens[e], d.seqlen_k(e), entry_colour(e));
-      if (d.paged()) std::snprintf(label, sizeof label, "P%lld b%lld:%lld", (long long)p, (long long)e,
+      if (d.paged()) std::snprintf(text, sizeof text, "P%lld b%lld:%lld", (long long)p, (long long)e,
                                    (long long)s.logical_page_of(p));
-      else std::snprintf(label, sizeof label, "entry %lld", (long long)e);
+      else std::snprintf(text, sizeof text, "entry %lld", (long long)e);
       at.j["pages"].push_back({{"page", p}, {"entry", e}, {"x0", p0.x}, {"y0", p0.y}, {"x1", p1.x}, {"y1", p1.y}});
     }
     const bool read = std::find(reading.begin(), reading.end(), d.paged() ? p : e) != reading.end() &&
                       (d.paged() || e == s.b());
-    dl->AddRect(p0, p1, read ? col(kCurrent) : IM_COL32(110, 110, 120, 255), 0, 0, read ? 3.0f : 1.0f);
-    dl->AddText(ImVec2(p0.x, p1.y + 1), kText, label);
+    if (read || gap > 1) dl->AddRect(p0, p1, read ? col(kCurrent) : IM_COL32(110, 110, 120, 255), 0, 0, read ? 3.0f : 1.0f);
+    if (label > 0) dl->AddText(ImVec2(p0.x, p1.y + 1), kText, text);
     if (ImGui::IsMouseHoveringRect(p0, p1)) {
       if (e < 0) ImGui::SetTooltip("physical page %lld: not mapped by any block table entry", (long long)p);
       else if (d.paged())
@@ -72,13 +82,14 @@ void DrawPages(const DecodeSession& s, DecodePlacement& at, const std::vector<in
     }
   }
   const int64_t lines = (boxes + per_line - 1) / per_line;
-  ImGui::Dummy(ImVec2(avail, lines * (h + gap + 14)));
+  ImGui::Dummy(ImVec2(avail, lines * (h + gap + label)));
 }
 
 void DrawBlockTable(const DecodeSession& s) {
   const DecodeProblem& d = s.problem();
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  const float w = 34, h = 18;
+  const float h = 18, w = std::min(34.0f, (ImGui::GetContentRegionAvail().x - 44) / d.max_pages - 2);
+  const bool numbers = w >= 20;  // narrower cells name their physical page on hover only
   const ImVec2 o = ImGui::GetCursorScreenPos();
   for (int64_t e = 0; e < d.batch; ++e) {
     char label[32];
@@ -90,7 +101,7 @@ void DrawBlockTable(const DecodeSession& s) {
       const Rgb c = p < used ? entry_colour(e) : dimmed(entry_colour(e));
       dl->AddRectFilled(p0, p1, col(c));
       std::snprintf(label, sizeof label, "%lld", (long long)d.block_table[e * d.max_pages + p]);
-      dl->AddText(ImVec2(p0.x + 4, p0.y + 2), kText, label);
+      if (numbers) dl->AddText(ImVec2(p0.x + 4, p0.y + 2), kText, label);
       if (ImGui::IsMouseHoveringRect(p0, p1))
         ImGui::SetTooltip("block_table[%lld][%lld] = %lld: logical page %lld of entry %lld lives in physical page %lld%s",
                           (long long)e, (long long)p, (long long)d.block_table[e * d.max_pages + p], (long long)p,

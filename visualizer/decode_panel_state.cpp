@@ -95,8 +95,9 @@ void ShowDecodeSplits(const DecodeSession& s) {
   HelpMarker("Within split s the CTA runs FA2's online softmax over its key blocks alone: m^(s) = running max of the "
              "scores, l^(s) = sum exp(S - m^(s)). At its last block it stores O^(s) = O~/l^(s) and "
              "LSE^(s) = m^(s) + log l^(s) (fp32 partials). Values are the executor's on_row_stats events.");
-  if (ImGui::BeginTable("splits", static_cast<int>(1 + 2 * S), ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY |
-                                                                  ImGuiTableFlags_SizingStretchSame)) {
+  // Up to three splits share the width; more scroll sideways at a readable column width.
+  const ImGuiTableFlags fit = S > 3 ? ImGuiTableFlags_ScrollX | ImGuiTableFlags_SizingFixedSame : ImGuiTableFlags_SizingStretchSame;
+  if (ImGui::BeginTable("splits", static_cast<int>(1 + 2 * S), ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY | fit)) {
     ImGui::TableSetupScrollFreeze(1, 2);
     ImGui::TableSetupColumn("row");
     for (int64_t sp = 0; sp < S; ++sp) {
@@ -148,8 +149,8 @@ void ShowDecodeCombine(const DecodeSession& s) {
   HelpMarker("The combine reads every split's partial LSE^(s) and O^(s) and merges them with the online-softmax "
              "rule. LSE^(s) are the executor's on_combine values, LSE its output; each weight is the share of the "
              "row's softmax mass its split's keys hold (the weights of a row sum to 1).");
-  if (ImGui::BeginTable("combine", static_cast<int>(2 + 2 * S), ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY |
-                                                                   ImGuiTableFlags_SizingStretchSame)) {
+  const ImGuiTableFlags fit = S > 3 ? ImGuiTableFlags_ScrollX | ImGuiTableFlags_SizingFixedSame : ImGuiTableFlags_SizingStretchSame;
+  if (ImGui::BeginTable("combine", static_cast<int>(2 + 2 * S), ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY | fit)) {
     ImGui::TableSetupScrollFreeze(1, 1);
     ImGui::TableSetupColumn("row");
     for (int64_t sp = 0; sp < S; ++sp) {

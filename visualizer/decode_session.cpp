@@ -55,14 +55,23 @@ class Recorder : public tiled::Observer {
 
 }  // namespace
 
+namespace {
+// The settings, once the problem is valid and the walked entry and kv head lie inside it (before the
+// schedule of that entry is built).
+const DecodeSettings& checked(const DecodeSettings& s) {
+  s.problem.validate();
+  if (s.batch_index < 0 || s.batch_index >= s.problem.batch)
+    throw Error("--walk-batch " + std::to_string(s.batch_index) + " is outside the batch: expected 0.." +
+                std::to_string(s.problem.batch - 1));
+  if (s.kv_head < 0 || s.kv_head >= s.problem.heads_kv)
+    throw Error("--walk-kv-head " + std::to_string(s.kv_head) + " is outside the kv heads: expected 0.." +
+                std::to_string(s.problem.heads_kv - 1));
+  return s;
+}
+}  // namespace
+
 DecodeSession::DecodeSession(const DecodeSettings& s)
-    : set_(s), d_(s.problem), sched_((d_.validate(), d_), s.batch_index, s.tiling) {
-  if (s.batch_index < 0 || s.batch_index >= d_.batch)
-    throw Error("--walk-batch " + std::to_string(s.batch_index) + " is outside the batch (0.." +
-                std::to_string(d_.batch - 1) + ")");
-  if (s.kv_head < 0 || s.kv_head >= d_.heads_kv)
-    throw Error("--walk-kv-head " + std::to_string(s.kv_head) + " is outside the kv heads (0.." +
-                std::to_string(d_.heads_kv - 1) + ")");
+    : set_(checked(s)), d_(s.problem), sched_(d_, s.batch_index, s.tiling) {
   const int64_t S = sched_.splits(), R = rows();
   Recorder rec(*this, steps());
   rec.lse_s.assign(static_cast<size_t>(R * S), -std::numeric_limits<float>::infinity());
