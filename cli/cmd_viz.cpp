@@ -51,7 +51,9 @@ void add_viz(CLI::App& app) {
   auto* cmd = app.add_subcommand("viz", "open the visualizer (flashlab-viz): the tile grid, S_ij, per-row m, l, "
                                         "alpha, bytes moved and the GPU model; every argument goes to flashlab-viz");
   cmd->footer("Example: flashlab viz --seqlen 1024 --hdim 64 --causal   (flashlab viz --help: its options)\n"
-              "         flashlab viz --lesson 4                       (lesson 4's problem; --steps, --screenshot may follow)");
+              "         flashlab viz --lesson 4                       (lesson 4's problem; --steps, --screenshot may follow)\n"
+              "         flashlab viz --decode --cache-seqlens 40,90,17 --page-size 16 --num-splits 3 --bc 16\n"
+              "                                                       (split-KV decoding: check --decode's flags)");
   cmd->prefix_command();  // pass everything after `viz` through, --help included
   cmd->set_help_flag();
   cmd->callback([cmd] {

@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "flashlab/error.hpp"
+#include "decode_main.hpp"
 #include "flashlab/problem_spec.hpp"
 #include "panels.hpp"
 #include "screenshot.hpp"
@@ -112,6 +113,7 @@ void glfw_error(int code, const char* msg) { std::fprintf(stderr, "flashlab-viz:
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (wants_decode(argc, argv)) return decode_main(argc, argv);  // --decode: decode_main.cpp
   Settings set;
   std::string window, screenshot, dump;
   int64_t steps = 0;
