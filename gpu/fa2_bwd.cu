@@ -140,16 +140,23 @@ __device__ __forceinline__ void prob_grad(float& s, float& dp, float lse2, float
 }
 
 // ALiBi's bias in log2 units and dropout's scale for score (row, key) of head h: what prob_grad takes.
+// Extras<false> is 0 and 1 at compile time, so the kernels without them keep their code.
+template <bool kOn>
 struct Extras {
   float slope2 = 0.f;  // slope[h] log2e; 0: no ALiBi
   uint64_t key = 0;    // dropout::head_key(seed, b, h)
-  __device__ Extras(const BackwardParams& p, int b, int h)
-      : slope2(p.alibi_slopes ? p.alibi_slopes[h] * kLog2e : 0.f),
-        key(p.dropout_threshold ? flashlab::dropout::head_key(p.dropout_seed, b, h) : 0) {}
+  __device__ Extras(const BackwardParams& p, int b, int h) {
+    if constexpr (kOn) {
+      slope2 = p.alibi_slopes ? p.alibi_slopes[h] * kLog2e : 0.f;
+      key = p.dropout_threshold ? flashlab::dropout::head_key(p.dropout_seed, b, h) : 0;
+    }
+  }
   __device__ float bias2(int row, int key_col, int diag_offset) const {
+    if constexpr (!kOn) return 0.f;
     return slope2 * fabsf(float(row + diag_offset - key_col));
   }
   __device__ float z(const BackwardParams& p, int row, int key_col) const {
+    if constexpr (!kOn) return 1.f;
     if (!p.dropout_threshold) return 1.f;
     return flashlab::dropout::keep(key, uint64_t(row), uint64_t(key_col), p.dropout_threshold) ? p.dropout_keep_scale
                                                                                               : 0.f;
@@ -300,30 +307,19 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
     const uint32_t do_rows = smem_addr(sdO) + 2u * uint32_t(wc * kQ * D);
     mma_pair<T, D / 16>(acc_s, acc_dp, ldsm_kv, k_rows, v_rows, ldsm_qo, q_rows, do_rows);
 
-    // P^T and dS^T (in place of S^T and dP^T), masked where the tile crosses the mask's edge.
-    if constexpr (kExtras) {  // ALiBi and dropout: per (query row, key) of head h
-      const Extras ex(p, b, h);
+    // P^T and dS^T (in place of S^T and dP^T), masked where the tile crosses the mask's edge; with
+    // kExtras, ALiBi and dropout per (query row, key) of head h.
+    const Extras<kExtras> ex(p, b, h);
 #pragma unroll
-      for (int mt = 0; mt < kKT; ++mt)
+    for (int mt = 0; mt < kKT; ++mt)
 #pragma unroll
-        for (int n = 0; n < kQ / 8; ++n)
+      for (int n = 0; n < kQ / 8; ++n)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int qc = wc * kQ + n * 8 + tc + (e & 1), row = row0 + qc, key = key0 + key_of(mt, e / 2);
-            prob_grad<kSoftcap, true>(acc_s[mt][n][e], acc_dp[mt][n][e], sm.lse2[stage][qc], sm.dsum[stage][qc], p,
-                                      ex.bias2(row, key, s.sk - s.sq), ex.z(p, row, key));
-          }
-    } else {
-#pragma unroll
-      for (int mt = 0; mt < kKT; ++mt)
-#pragma unroll
-        for (int n = 0; n < kQ / 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int qc = wc * kQ + n * 8 + tc + (e & 1);
-            prob_grad<kSoftcap>(acc_s[mt][n][e], acc_dp[mt][n][e], sm.lse2[stage][qc], sm.dsum[stage][qc], p);
-          }
-    }
+        for (int e = 0; e < 4; ++e) {
+          const int qc = wc * kQ + n * 8 + tc + (e & 1), row = row0 + qc, key = key0 + key_of(mt, e / 2);
+          prob_grad<kSoftcap, kExtras>(acc_s[mt][n][e], acc_dp[mt][n][e], sm.lse2[stage][qc], sm.dsum[stage][qc], p,
+                                       ex.bias2(row, key, s.sk - s.sq), ex.z(p, row, key));
+        }
     const int last_row = min(row0 + kBr, s.sq) - 1;
     if (!(key0 >= col_begin(last_row, s.sq, s.sk, p.window_left) &&
           key0 + kBcKV <= col_end(row0, s.sq, s.sk, p.window_right))) {
@@ -485,22 +481,15 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
     zero(acc_s);
     zero(acc_dp);
     mma_pair<T, D / 16>(s_tiles, dp_tiles, ldsm_qo, q_rows, do_rows, ldsm_kv, k_tile, v_tile);
-    if constexpr (kExtras) {  // ALiBi and dropout: per (query row, key)
-      const Extras ex(p, b, h);
+    const Extras<kExtras> ex(p, b, h);  // ALiBi and dropout per (query row, key), with kExtras
 #pragma unroll
-      for (int n = 0; n < kBc / 8; ++n)
+    for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int row = my_row[e / 2], key = j * kBc + n * 8 + tc + (e & 1);
-          prob_grad<kSoftcap, true>(acc_s[n][e], acc_dp[n][e], lse2[e / 2], dsum[e / 2], p,
-                                    ex.bias2(row, key, s.sk - s.sq), ex.z(p, row, key));
-        }
-    } else {
-#pragma unroll
-      for (int n = 0; n < kBc / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) prob_grad<kSoftcap>(acc_s[n][e], acc_dp[n][e], lse2[e / 2], dsum[e / 2], p);
-    }
+      for (int e = 0; e < 4; ++e) {
+        const int row = my_row[e / 2], key = j * kBc + n * 8 + tc + (e & 1);
+        prob_grad<kSoftcap, kExtras>(acc_s[n][e], acc_dp[n][e], lse2[e / 2], dsum[e / 2], p,
+                                     ex.bias2(row, key, s.sk - s.sq), ex.z(p, row, key));
+      }
     if (blocks.needs_mask(j)) {
 #pragma unroll
       for (int n = 0; n < kBc / 8; ++n)

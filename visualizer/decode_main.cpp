@@ -27,6 +27,7 @@
 #include "decode_panels.hpp"
 #include "problem_flags.hpp"
 #include "screenshot.hpp"
+#include "window.hpp"
 
 namespace flashlab::viz {
 namespace {
@@ -49,8 +50,6 @@ void DrawDecodeFrame(DecodeSession& s, DecodePlacement& at, ImVec2 display) {
   Place(left + mid, top, W - left - mid, H - top);
   ShowDecodeCombine(s);
 }
-
-void glfw_error(int code, const char* msg) { std::fprintf(stderr, "flashlab-viz: GLFW error %d: %s\n", code, msg); }
 
 }  // namespace
 
@@ -102,34 +101,10 @@ int decode_main(int argc, char** argv) {
   s.jump(steps);
   s.speed = speed;
 
-  // ---- GLFW window with an OpenGL 3.3 core context (as main.cpp)
-  glfwSetErrorCallback(glfw_error);
-  if (!glfwInit()) {
-    std::cerr << "flashlab-viz: error: cannot open a display (is DISPLAY set?); headless, run it under "
-                 "xvfb-run -a -s \"-screen 0 1600x1000x24\"\n";
-    return 1;
-  }
-  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
-  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
-  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
-  glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
-  if (headless) glfwWindowHint(GLFW_RESIZABLE, GLFW_FALSE);
-  GLFWwindow* win = glfwCreateWindow(width, height, "flashlab-viz --decode", nullptr, nullptr);
-  if (!win) {
-    std::cerr << "flashlab-viz: error: cannot create a " << width << "x" << height << " OpenGL 3.3 window\n";
-    glfwTerminate();
-    return 1;
-  }
-  glfwMakeContextCurrent(win);
-  glfwSwapInterval(headless ? 0 : 1);
-  IMGUI_CHECKVERSION();
-  ImGui::CreateContext();
-  ImGui::GetIO().IniFilename = nullptr;
-  ImGui::StyleColorsDark();
-  ImGui::GetStyle().WindowRounding = 0;
+  // ---- the window (window.cpp)
+  GLFWwindow* win = open_window(width, height, "flashlab-viz --decode", headless, !headless);
+  if (!win) return 1;
   const ImVec4 background = ImGui::GetStyle().Colors[ImGuiCol_WindowBg];
-  ImGui_ImplGlfw_InitForOpenGL(win, true);
-  ImGui_ImplOpenGL3_Init("#version 330 core");
 
   int rc = 0;
   DecodePlacement at;
@@ -185,11 +160,7 @@ int decode_main(int argc, char** argv) {
     // 6. present
     glfwSwapBuffers(win);
   }
-  ImGui_ImplOpenGL3_Shutdown();
-  ImGui_ImplGlfw_Shutdown();
-  ImGui::DestroyContext();
-  glfwDestroyWindow(win);
-  glfwTerminate();
+  close_window(win);
   return rc;
 }
 

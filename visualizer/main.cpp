@@ -25,6 +25,7 @@
 #include "flashlab/problem_spec.hpp"
 #include "panels.hpp"
 #include "screenshot.hpp"
+#include "window.hpp"
 
 namespace {
 
@@ -108,8 +109,6 @@ class FrameClock {
   std::vector<double> phase_[kCount], frame_;
 };
 
-void glfw_error(int code, const char* msg) { std::fprintf(stderr, "flashlab-viz: GLFW error %d: %s\n", code, msg); }
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -176,39 +175,13 @@ int main(int argc, char** argv) {
   s->speed = speed;
   s->playing = timing;
 
-  // ---- GLFW window with an OpenGL 3.3 core context
-  glfwSetErrorCallback(glfw_error);
-  if (!glfwInit()) {
-    std::cerr << "flashlab-viz: error: cannot open a display (is DISPLAY set?); headless, run it under "
-                 "xvfb-run -a -s \"-screen 0 1600x1000x24\"\n";
-    return 1;
-  }
-  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
-  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
-  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
-  glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
-  if (headless) glfwWindowHint(GLFW_RESIZABLE, GLFW_FALSE);
-  GLFWwindow* win = glfwCreateWindow(width, height, "flashlab-viz", nullptr, nullptr);
-  if (!win) {
-    std::cerr << "flashlab-viz: error: cannot create a " << width << "x" << height << " OpenGL 3.3 window\n";
-    glfwTerminate();
-    return 1;
-  }
-  glfwMakeContextCurrent(win);
-  glfwSwapInterval(headless || timing ? 0 : 1);
-
-  IMGUI_CHECKVERSION();
-  ImGui::CreateContext();
-  ImGui::GetIO().IniFilename = nullptr;  // the layout is fixed; write no imgui.ini
-  ImGui::StyleColorsDark();
-  ImGui::GetStyle().WindowRounding = 0;
-  // The panels tile the display without overlap, so their background is the
-  // glClear colour below: a full-screen blended quad per frame less for a
-  // software rasterizer (llvmpipe: ~4 ms of 17 at 1600x1000, 2026-11-22).
+  // ---- the window (window.cpp). The panels tile the display without overlap, so their background is
+  // the glClear colour below: a full-screen blended quad per frame less for a software rasterizer
+  // (llvmpipe: ~4 ms of 17 at 1600x1000, 2026-11-22).
+  GLFWwindow* win = open_window(width, height, "flashlab-viz", headless, !(headless || timing));
+  if (!win) return 1;
   const ImVec4 background = ImGui::GetStyle().Colors[ImGuiCol_WindowBg];
   ImGui::GetStyle().Colors[ImGuiCol_WindowBg] = ImVec4(0, 0, 0, 0);
-  ImGui_ImplGlfw_InitForOpenGL(win, true);
-  ImGui_ImplOpenGL3_Init("#version 330 core");
 
   int rc = 0;
   FrameClock clock;
@@ -284,10 +257,6 @@ int main(int argc, char** argv) {
   }
 
   app.heatmaps.clear();  // their textures, while the context is current
-  ImGui_ImplOpenGL3_Shutdown();
-  ImGui_ImplGlfw_Shutdown();
-  ImGui::DestroyContext();
-  glfwDestroyWindow(win);
-  glfwTerminate();
+  close_window(win);
   return rc;
 }
