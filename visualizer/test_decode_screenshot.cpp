@@ -10,7 +10,6 @@
 //              page whose first row is cached has its entry's colour at its top; the pages holding the current
 //              block's keys (DecodeProblem::cache_row, computed here) have the orange outline.
 // Exits 1 with the first differences it finds.
-#include <stb_image.h>
 
 #include <CLI/CLI.hpp>
 #include <cmath>
@@ -21,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "check_support.hpp"
 #include "decode_check.hpp"
 #include "decode_executor.hpp"
 #include "decode_flags.hpp"
@@ -29,21 +29,11 @@
 
 using namespace flashlab;
 using nlohmann::json;
+using namespace flashlab::viz::check;
 
 namespace {
 
-int failures = 0;
-void fail(const std::string& what) {
-  std::cerr << "FAIL: " << what << "\n";
-  ++failures;
-}
 
-double value(const json& j) {  // the dump writes non-finite numbers as strings
-  if (j.is_number()) return j.get<double>();
-  const std::string s = j.get<std::string>();
-  return s == "-inf" ? -INFINITY : (s == "inf" ? INFINITY : NAN);
-}
-bool same(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 void expect_same(double dumped, double here, const std::string& what) {
   if (!same(dumped, static_cast<float>(here)))
     fail(what + ": dump " + std::to_string(dumped) + ", this run " + std::to_string(here));
@@ -77,15 +67,6 @@ class Record : public tiled::Observer {
   }
   int64_t packed(int64_t h, int64_t i) const { return (h - g_ * group_) * q_len_ + i; }
   int64_t b_, g_, group_, q_len_, position_;
-};
-
-struct Image {
-  int w = 0, h = 0;
-  unsigned char* px = nullptr;
-  viz::Rgb at(int x, int y) const {
-    const unsigned char* p = px + (static_cast<size_t>(y) * w + x) * 3;
-    return {p[0], p[1], p[2]};
-  }
 };
 
 void expect_colour(const Image& img, double fx, double fy, viz::Rgb want, const std::string& what) {
@@ -192,9 +173,7 @@ int main(int argc, char** argv) {
            std::to_string(owner.at(p["page"].get<int64_t>())));
 
   // 3. The picture.
-  Image img;
-  int channels = 0;
-  img.px = stbi_load(png.c_str(), &img.w, &img.h, &channels, 3);
+  const Image img(png);
   if (!img.px) {
     std::cerr << "FAIL: cannot read " << png << "\n";
     return 1;
@@ -220,7 +199,6 @@ int main(int argc, char** argv) {
     if (reading.count(page))
       expect_colour(img, x0 + 1, (y0 + y1) / 2, viz::kCurrent, "outline of page " + std::to_string(page) + " (read now)");
   }
-  stbi_image_free(img.px);
   if (failures) {
     std::cerr << failures << " check(s) failed\n";
     return 1;

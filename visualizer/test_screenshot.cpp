@@ -11,7 +11,6 @@
 //              per-row m, l, alpha, O_i before/after (backward: P_ij, dS_ij)
 //              and bytes per tensor equal this run's events exactly.
 // Exits 1 with the first difference it finds.
-#include <stb_image.h>
 
 #include <cmath>
 #include <cstdio>
@@ -21,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "check.hpp"
+#include "check_support.hpp"
 #include "flashlab/problem_spec.hpp"
 #include "executor.hpp"
 #include "palette.hpp"
@@ -28,22 +28,10 @@
 
 using namespace flashlab;
 using nlohmann::json;
+using namespace flashlab::viz::check;
 
 namespace {
 
-int failures = 0;
-void fail(const std::string& what) {
-  std::cerr << "FAIL: " << what << "\n";
-  ++failures;
-}
-
-double value(const json& j) {  // the dump writes non-finite numbers as strings
-  if (j.is_number()) return j.get<double>();
-  const std::string s = j.get<std::string>();
-  return s == "-inf" ? -INFINITY : (s == "inf" ? INFINITY : NAN);
-}
-
-bool same(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
 void compare_tile(const std::string& name, const json& dumped, const tiled::Tile* t) {
   if (!t) {
@@ -59,15 +47,6 @@ void compare_tile(const std::string& name, const json& dumped, const tiled::Tile
                     std::to_string(value(dumped[r][c])) + ", Stepper " + std::to_string((*t)(r, c)));
   std::cout << "  " << name << ": " << t->rows() << "x" << t->cols() << " values equal\n";
 }
-
-struct Image {
-  int w = 0, h = 0;
-  unsigned char* px = nullptr;
-  viz::Rgb at(int x, int y) const {
-    const unsigned char* p = px + (static_cast<size_t>(y) * w + x) * 3;
-    return {p[0], p[1], p[2]};
-  }
-};
 
 void expect_colour(const Image& img, int x, int y, viz::Rgb want, const std::string& what, bool say_ok = true) {
   if (x < 0 || y < 0 || x >= img.w || y >= img.h) return fail(what + ": pixel outside the image");
@@ -121,9 +100,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: flashlab_viz_check PNG DUMP STEPS\n";
     return 2;
   }
-  Image img;
-  int channels = 0;
-  img.px = stbi_load(argv[1], &img.w, &img.h, &channels, 3);
+  const Image img(argv[1]);
   if (!img.px) {
     std::cerr << "FAIL: cannot read the PNG " << argv[1] << "\n";
     return 1;
@@ -278,7 +255,6 @@ int main(int argc, char** argv) {
       if (p.mask.kind != MaskKind::none) std::cout << "  block mask: " << drawn << " tile centres in their state's colour\n";
     }
   }
-  stbi_image_free(img.px);
   if (failures) {
     std::cerr << failures << " check(s) failed\n";
     return 1;
