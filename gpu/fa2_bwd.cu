@@ -239,7 +239,8 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
 
   const T* k = static_cast<const T*>(p.k) + s.k_base + g * p.k_head_stride;
   const T* v = static_cast<const T*>(p.v) + s.v_base + g * p.v_head_stride;
-  const RowRange rows = rows_seeing(key0, key_end, s.sq, s.sk, p.window_left, p.window_right);
+  const RowMask rm = row_mask(p, s, b);
+  const RowRange rows = rows_seeing(key0, key_end, rm);
   const int i_begin = rows.lo / kBr, i_end = rows.hi > rows.lo ? (rows.hi + kBr - 1) / kBr : i_begin;
   const int n_i = i_end - i_begin, steps = group * n_i;
 
@@ -321,8 +322,22 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
                                        ex.bias2(row, key, s.sk - s.sq), ex.z(p, row, key));
         }
     const int last_row = min(row0 + kBr, s.sq) - 1;
-    if (!(key0 >= col_begin(last_row, s.sq, s.sk, p.window_left) &&
-          key0 + kBcKV <= col_end(row0, s.sq, s.sk, p.window_right))) {
+    if (rm.lo && !(key0 >= rm.begin(last_row) && key0 + kBcKV <= rm.end(row0))) {
+      // A mask function's rows: each element against its row's interval (this warp's rows, read once).
+#pragma unroll
+      for (int n = 0; n < kQ / 8; ++n)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int row = min(row0 + wc * kQ + n * 8 + tc + c, s.sq - 1), lo = rm.begin(row), hi = rm.end(row);
+#pragma unroll
+          for (int mt = 0; mt < kKT; ++mt)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const int key = key0 + key_of(mt, r);
+              if (key < lo || key >= hi) acc_s[mt][n][2 * r + c] = acc_dp[mt][n][2 * r + c] = 0.f;
+            }
+        }
+    } else if (!rm.lo && !(key0 >= rm.begin(last_row) && key0 + kBcKV <= rm.end(row0))) {
       // Row row_t + c (c = n * 8 + (e & 1), a constant once unrolled) sees key `key` iff band_lo <=
       // key - row <= band_hi (mask.cuh's rule before its clamps) and key < sk, that is iff above >= c
       // and below <= c: two compares with a constant an element.
@@ -435,7 +450,8 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
   const T* v = static_cast<const T*>(p.v) + s.v_base + g * p.v_head_stride;
 
   // The K/V blocks this Q block sees, and where they need no mask (as the forward's).
-  const auto blocks = key_blocks<kBrQ, kBc>(row0, s.sq, s.sk, p.window_left, p.window_right);
+  const RowMask rm = row_mask(p, s, b);
+  const auto blocks = key_blocks<kBrQ, kBc>(row0, rm);
   const int j_begin = blocks.begin, j_end = blocks.end;
 
   int my_row[2], lo[2], hi[2];
@@ -443,8 +459,8 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     my_row[r] = row0 + warp * 16 + gr + 8 * r;
-    lo[r] = col_begin(my_row[r], s.sq, s.sk, p.window_left);
-    hi[r] = col_end(my_row[r], s.sq, s.sk, p.window_right);
+    lo[r] = rm.begin(min(my_row[r], s.sq - 1));  // rows past sq are computed, never stored
+    hi[r] = rm.end(min(my_row[r], s.sq - 1));
     const int64_t at = s.row_array(h, b, p) + min(my_row[r], s.sq - 1);
     lse2[r] = sc.lse2[at];
     dsum[r] = sc.dsum[at];

@@ -100,7 +100,8 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   float* lse = p.lse + seq.row_array(h, b, p);
 
   // The K/V blocks this Q block sees, and where they need no mask.
-  const auto blocks = key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
+  const RowMask rm = row_mask(p, seq, b);
+  const auto blocks = key_blocks<kBr, kBc>(row0, rm);
   const int j_begin = blocks.begin, j_end = blocks.end;
 
   // Accumulators: O (16 kMT rows x D per warp) and the running max / sum of the thread's rows.
@@ -116,8 +117,8 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
       row_max[mt][r] = -INFINITY;
       row_sum[mt][r] = 0.f;
       const int row = row0 + (warp * kMT + mt) * 16 + qrow + 8 * r;
-      lo[mt][r] = col_begin(row, sq, sk, p.window_left);
-      hi[mt][r] = col_end(row, sq, sk, p.window_right);
+      lo[mt][r] = rm.begin(min(row, sq - 1));  // rows past sq are computed, never stored
+      hi[mt][r] = rm.end(min(row, sq - 1));
       rows[mt][r] = row;
       diag[mt][r] = row + sk - sq;
     }

@@ -90,7 +90,7 @@ DeviceBuffer poisoned(size_t bytes) {
 std::string unsupported(const std::string& kernel, const Problem& p) {
   const DeviceInfo dev = probe_device();
   if (!dev.available) return "skipped: " + dev.reason;
-  if (p.mask.kind != MaskKind::none) return "unsupported: mask kind " + to_string(p.mask.kind);
+  if (const std::string why = mask_unsupported(kernel, p); !why.empty()) return why;
   if (kernel != "fa2" && p.alibi) return "unsupported: ALiBi (fa2 has it)";
   if (kernel != "fa2" && p.dropout_p > 0) return "unsupported: dropout (fa2 has it)";
   if (p.dv() != p.head_dim) return "unsupported: head_dim_v != head_dim";
@@ -147,6 +147,7 @@ HostForward run_forward(const std::string& kernel, const Problem& p, const Tenso
 
   DeviceSeqlens seqlens(p, a);
   DeviceSlopes slopes(p, a, nullptr);
+  DeviceRowMask mask_rows(p, a, nullptr);
 
   if (kernel == "fa2") {
     fa2_forward(a, nullptr);
@@ -186,6 +187,7 @@ HostBackward run_backward(const std::string& kernel, const Problem& p, const Ten
   a.deterministic = deterministic;
   DeviceSeqlens seqlens(p, a);
   DeviceSlopes slopes(p, a, nullptr);
+  DeviceRowMask mask_rows(p, a, nullptr);
   DeviceBuffer q_in = uploaded(q, dt), k_in = uploaded(k, dt), v_in = uploaded(v, dt);
   DeviceBuffer d_o_in = uploaded(d_o, dt), o_in = uploaded(o, dt), lse_in(lse.data.size() * 4);
   FLASHLAB_CUDA(cudaMemcpy(lse_in.ptr, lse.ptr(), lse.data.size() * 4, cudaMemcpyHostToDevice));

@@ -41,6 +41,28 @@ DeviceSlopes::DeviceSlopes(const Problem& problem, AttentionParams& p, cudaStrea
   p.alibi_slopes = static_cast<const float*>(ptr_);
 }
 
+DeviceRowMask::DeviceRowMask(const Problem& problem, AttentionParams& p, cudaStream_t stream) : stream_(stream) {
+  if (problem.mask.kind == MaskKind::none) return;
+  if (!problem.interval_mask() || problem.varlen())
+    throw Error("the GPU kernels take a mask function's rows as intervals of a fixed-length batch");
+  const size_t rows = size_t(problem.batch * problem.seqlen_q);
+  std::vector<int> bounds(2 * rows);
+  for (int64_t b = 0; b < problem.batch; ++b)
+    for (int64_t i = 0; i < problem.seqlen_q; ++i) {
+      bounds[size_t(b * problem.seqlen_q + i)] = int(problem.col_begin(b, i));
+      bounds[rows + size_t(b * problem.seqlen_q + i)] = int(problem.col_end(b, i));
+    }
+  FLASHLAB_CUDA(cudaMallocAsync(&ptr_, bounds.size() * 4, stream));
+  FLASHLAB_CUDA(cudaMemcpyAsync(ptr_, bounds.data(), bounds.size() * 4, cudaMemcpyHostToDevice, stream));
+  FLASHLAB_CUDA(cudaStreamSynchronize(stream));  // the pageable source is freed when this returns
+  p.mask_lo = static_cast<const int*>(ptr_);
+  p.mask_hi = p.mask_lo + rows;
+}
+
+DeviceRowMask::~DeviceRowMask() {
+  if (ptr_) cudaFreeAsync(ptr_, stream_);
+}
+
 DeviceSlopes::~DeviceSlopes() {
   if (ptr_) cudaFreeAsync(ptr_, stream_);
 }

@@ -29,6 +29,21 @@ class DeviceSlopes {
   cudaStream_t stream_ = nullptr;
 };
 
+// A mask function's rows on the device (params.hpp mask_lo / mask_hi: Problem::col_begin / col_end of
+// every row of every entry), for launches on `stream`, freed stream-ordered with this object. Nothing
+// without a mask kind; a dense mask (holes inside a row) has no such form and is refused before.
+class DeviceRowMask {
+ public:
+  DeviceRowMask(const Problem& problem, AttentionParams& p, cudaStream_t stream);
+  ~DeviceRowMask();
+  DeviceRowMask(const DeviceRowMask&) = delete;
+  DeviceRowMask& operator=(const DeviceRowMask&) = delete;
+
+ private:
+  void* ptr_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
 // "fa2" | "fa3" | "standard" (S and P allocated and freed on `stream`); throws flashlab::Error otherwise.
 void launch_forward(const std::string& kernel, const AttentionParams& p, cudaStream_t stream);
 // "fa2" only. p.scratch is allocated on `stream` and freed before returning (p.scratch is left null).

@@ -38,6 +38,12 @@ struct AttentionParams {
   uint32_t dropout_threshold = 0;
   float dropout_keep_scale = 1.f;
   bool has_extras() const { return alibi_slopes != nullptr || dropout_threshold != 0; }
+  // A mask with one interval of visible keys a row, whose ends never decrease as the row grows (core's
+  // prefix-LM, document and chunked masks, the window folded in: Problem::col_begin / col_end): row i of
+  // batch entry b sees keys [mask_lo[b seqlen_q + i], mask_hi[b seqlen_q + i]). Fixed-length batches only.
+  // Null: the window rule (mask.cuh).
+  const int* mask_lo = nullptr;
+  const int* mask_hi = nullptr;
 };
 
 // The backward adds the output gradient, the input gradients and fp32 scratch.

@@ -50,6 +50,22 @@ __device__ inline Sequence sequence_of(const AttentionParams& p, int b) {
   return s;
 }
 
+// The keys each query row of one batch entry sees, [begin(i), end(i)): the arrays of a mask function
+// (params.hpp mask_lo / mask_hi), or the window rule. Both ends never decrease with i, which is what the
+// block ranges below rely on.
+struct RowMask {
+  const int* lo = nullptr;  // this entry's rows, or null: the window rule
+  const int* hi = nullptr;
+  int sq = 0, sk = 0, left = -1, right = -1;
+  __device__ int begin(int i) const { return lo ? lo[i] : col_begin(i, sq, sk, left); }
+  __device__ int end(int i) const { return hi ? hi[i] : col_end(i, sq, sk, right); }
+};
+__device__ inline RowMask row_mask(const AttentionParams& p, const Sequence& s, int b) {
+  const int64_t base = int64_t(b) * p.seqlen_q;
+  return {p.mask_lo ? p.mask_lo + base : nullptr, p.mask_hi ? p.mask_hi + base : nullptr, s.sq, s.sk,
+          p.window_left, p.window_right};
+}
+
 // The query rows [lo, hi) that see at least one key of [k_lo, k_hi) (0 <= k_lo < k_hi <= sk):
 // col_end(r) > k_lo and col_begin(r) < k_hi, both monotone in r.
 struct RowRange {
@@ -72,6 +88,30 @@ struct KeyBlocks {
   int begin, end, full_lo, full_hi;
   __device__ bool needs_mask(int j) const { return !(j * kBc >= full_lo && (j + 1) * kBc <= full_hi); }
 };
+// The same under any RowMask (its ends monotone, so the first and last rows decide as well).
+template <int kBr, int kBc>
+__device__ inline KeyBlocks<kBc> key_blocks(int row0, const RowMask& m) {
+  const int last_row = min(row0 + kBr, m.sq) - 1;
+  const int c_lo = m.begin(row0), c_hi = m.end(last_row);
+  const int begin = c_lo / kBc, end = c_hi > c_lo ? (c_hi + kBc - 1) / kBc : begin;
+  return {begin, end, m.begin(last_row), m.end(row0)};
+}
+// rows_seeing under any RowMask: binary searches on the monotone ends.
+__device__ inline RowRange rows_seeing(int k_lo, int k_hi, const RowMask& m) {
+  int a = 0, z = m.sq;  // the first row whose end passes k_lo
+  while (a < z) {
+    const int mid = (a + z) / 2;
+    if (m.end(mid) > k_lo) z = mid;
+    else a = mid + 1;
+  }
+  int b = a, y = m.sq;  // the first row whose begin reaches k_hi
+  while (b < y) {
+    const int mid = (b + y) / 2;
+    if (m.begin(mid) >= k_hi) y = mid;
+    else b = mid + 1;
+  }
+  return {a, b};
+}
 template <int kBr, int kBc>
 __device__ inline KeyBlocks<kBc> key_blocks(int row0, int sq, int sk, int left, int right) {
   const int last_row = min(row0 + kBr, sq) - 1;

@@ -95,10 +95,9 @@ std::vector<Implementation> build() {
         },
         nullptr,
         [k](const Problem& p) {
-          // The kernels know causal and the window (gpu/mask.cuh), not yet a mask function: they would
-          // silently attend everywhere. Refused here, before the device is asked, so the reason shows
-          // with or without a GPU (issue 17 item 2 brings the block mask to gpu/).
-          if (p.mask.kind != MaskKind::none) return "unsupported: mask kind " + to_string(p.mask.kind);
+          // A mask function a kernel cannot take is refused before the device is asked, so the reason
+          // shows with or without a GPU (gpu/host.hpp mask_unsupported).
+          if (const std::string why = gpu::mask_unsupported(k, p); !why.empty()) return why;
           return gpu::unsupported(k, p);
         },
     };
