@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
 
   const T* k = static_cast<const T*>(p.k) + s.k_base + g * p.k_head_stride;
   const T* v = static_cast<const T*>(p.v) + s.v_base + g * p.v_head_stride;
-  const RowMask rm = row_mask(p, s, b);
+  const RowMask rm = row_mask<kExtras>(p, s, b);
   const RowRange rows = rows_seeing(key0, key_end, rm);
   const int i_begin = rows.lo / kBr, i_end = rows.hi > rows.lo ? (rows.hi + kBr - 1) / kBr : i_begin;
   const int n_i = i_end - i_begin, steps = group * n_i;
@@ -328,7 +328,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
       for (int n = 0; n < kQ / 8; ++n)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          const int row = min(row0 + wc * kQ + n * 8 + tc + c, s.sq - 1), lo = rm.begin(row), hi = rm.end(row);
+          const int row = row0 + wc * kQ + n * 8 + tc + c, lo = rm.begin(row), hi = rm.end(row);
 #pragma unroll
           for (int mt = 0; mt < kKT; ++mt)
 #pragma unroll
@@ -450,7 +450,7 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
   const T* v = static_cast<const T*>(p.v) + s.v_base + g * p.v_head_stride;
 
   // The K/V blocks this Q block sees, and where they need no mask (as the forward's).
-  const RowMask rm = row_mask(p, s, b);
+  const RowMask rm = row_mask<kExtras>(p, s, b);
   const auto blocks = key_blocks<kBrQ, kBc>(row0, rm);
   const int j_begin = blocks.begin, j_end = blocks.end;
 
@@ -459,8 +459,8 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     my_row[r] = row0 + warp * 16 + gr + 8 * r;
-    lo[r] = rm.begin(min(my_row[r], s.sq - 1));  // rows past sq are computed, never stored
-    hi[r] = rm.end(min(my_row[r], s.sq - 1));
+    lo[r] = rm.begin(my_row[r]);
+    hi[r] = rm.end(my_row[r]);
     const int64_t at = s.row_array(h, b, p) + min(my_row[r], s.sq - 1);
     lse2[r] = sc.lse2[at];
     dsum[r] = sc.dsum[at];

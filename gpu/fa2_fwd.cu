@@ -100,8 +100,11 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   float* lse = p.lse + seq.row_array(h, b, p);
 
   // The K/V blocks this Q block sees, and where they need no mask.
-  const RowMask rm = row_mask(p, seq, b);
-  const auto blocks = key_blocks<kBr, kBc>(row0, rm);
+  // With kExtras a mask function's row intervals may replace the window rule (sequence.cuh RowMask);
+  // without, the window rule as it was (the same registers: ptxas spilled more through the struct).
+  const RowMask rm = row_mask<kExtras>(p, seq, b);
+  const auto blocks = kExtras ? key_blocks<kBr, kBc>(row0, rm)
+                              : key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
   const int j_begin = blocks.begin, j_end = blocks.end;
 
   // Accumulators: O (16 kMT rows x D per warp) and the running max / sum of the thread's rows.
@@ -117,8 +120,8 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
       row_max[mt][r] = -INFINITY;
       row_sum[mt][r] = 0.f;
       const int row = row0 + (warp * kMT + mt) * 16 + qrow + 8 * r;
-      lo[mt][r] = rm.begin(min(row, sq - 1));  // rows past sq are computed, never stored
-      hi[mt][r] = rm.end(min(row, sq - 1));
+      lo[mt][r] = kExtras ? rm.begin(row) : col_begin(row, sq, sk, p.window_left);
+      hi[mt][r] = kExtras ? rm.end(row) : col_end(row, sq, sk, p.window_right);
       rows[mt][r] = row;
       diag[mt][r] = row + sk - sq;
     }

@@ -102,8 +102,11 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
   float* lse = p.lse + seq.row_array(h, b, p);
 
   // The K/V blocks this Q block sees, and where they need no mask.
-  const RowMask rm = row_mask(p, seq, b);
-  const auto blocks = key_blocks<kBr, kBc>(row0, rm);
+  // With kExtras a mask function's row intervals may replace the window rule (sequence.cuh RowMask);
+  // without, the window rule as it was (the same registers: ptxas spilled more through the struct).
+  const RowMask rm = row_mask<kExtras>(p, seq, b);
+  const auto blocks = kExtras ? key_blocks<kBr, kBc>(row0, rm)
+                              : key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
   const int j_begin = blocks.begin, j_end = blocks.end;
 
   // This warp's rows within the block: pair_row0 + 16 mt + qrow + 8 r.
@@ -120,8 +123,8 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
       row_max[mt][r] = -INFINITY;
       row_sum[mt][r] = 0.f;
       const int row = row0 + pair_row0 + mt * 16 + qrow + 8 * r;
-      lo[mt][r] = rm.begin(min(row, sq - 1));  // rows past sq are computed, never stored
-      hi[mt][r] = rm.end(min(row, sq - 1));
+      lo[mt][r] = kExtras ? rm.begin(row) : col_begin(row, sq, sk, p.window_left);
+      hi[mt][r] = kExtras ? rm.end(row) : col_end(row, sq, sk, p.window_right);
       rows[mt][r] = row;
       diag[mt][r] = row + sk - sq;
     }

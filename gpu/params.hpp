@@ -37,7 +37,8 @@ struct AttentionParams {
   uint64_t dropout_seed = 0;
   uint32_t dropout_threshold = 0;
   float dropout_keep_scale = 1.f;
-  bool has_extras() const { return alibi_slopes != nullptr || dropout_threshold != 0; }
+  // ALiBi, dropout or a mask function's rows: the kernels' kExtras instantiation (the others keep their code).
+  bool has_extras() const { return alibi_slopes != nullptr || dropout_threshold != 0 || mask_lo != nullptr; }
   // A mask with one interval of visible keys a row, whose ends never decrease as the row grows (core's
   // prefix-LM, document and chunked masks, the window folded in: Problem::col_begin / col_end): row i of
   // batch entry b sees keys [mask_lo[b seqlen_q + i], mask_hi[b seqlen_q + i]). Fixed-length batches only.

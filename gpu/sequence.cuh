@@ -57,11 +57,15 @@ struct RowMask {
   const int* lo = nullptr;  // this entry's rows, or null: the window rule
   const int* hi = nullptr;
   int sq = 0, sk = 0, left = -1, right = -1;
-  __device__ int begin(int i) const { return lo ? lo[i] : col_begin(i, sq, sk, left); }
-  __device__ int end(int i) const { return hi ? hi[i] : col_end(i, sq, sk, right); }
+  // Rows past sq (a last Q block's padding, computed and never stored) read the last row's interval.
+  __device__ int begin(int i) const { return lo ? lo[min(i, sq - 1)] : col_begin(i, sq, sk, left); }
+  __device__ int end(int i) const { return hi ? hi[min(i, sq - 1)] : col_end(i, sq, sk, right); }
 };
+// kArrays false: the window rule at compile time (the kernels without extras keep their code).
+template <bool kArrays>
 __device__ inline RowMask row_mask(const AttentionParams& p, const Sequence& s, int b) {
   const int64_t base = int64_t(b) * p.seqlen_q;
+  if constexpr (!kArrays) return {nullptr, nullptr, s.sq, s.sk, p.window_left, p.window_right};
   return {p.mask_lo ? p.mask_lo + base : nullptr, p.mask_hi ? p.mask_hi + base : nullptr, s.sq, s.sk,
           p.window_left, p.window_right};
 }
