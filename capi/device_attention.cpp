@@ -31,11 +31,20 @@ void need(const void* ptr, const char* name) {
   }
 }
 
-// The shared fields of both passes: shapes, mask and, for varlen, the device offsets.
+// The shared fields of both passes: shapes, mask, the forward's tensors (q, k, v, o, lse) and, for
+// varlen, the device offsets. The problem is judged first: without a device that is what is said.
 void fill(gpu::AttentionParams& a, const std::string& kernel, const Problem& p, const flashlab_tensors& t) {
   const std::string why = gpu::unsupported(kernel, p);
   if (!why.empty()) throw Error(kernel + " cannot run this problem: " + why);
   a = gpu::params_of(p, kernel_dtype(p.dtype));
+  for (const auto& [ptr, name] : {std::pair{t.q, "q"}, {t.k, "k"}, {t.v, "v"}, {static_cast<const void*>(t.o), "o"},
+                                  {static_cast<const void*>(t.lse), "lse"}})
+    need(ptr, name);
+  a.q = t.q;
+  a.k = t.k;
+  a.v = t.v;
+  a.o = t.o;
+  a.lse = t.lse;
   if (p.varlen()) {
     if (!t.cu_seqlens_q_device || !t.cu_seqlens_k_device)
       throw Error(kernel + ": varlen on the GPU needs tensors->cu_seqlens_q_device and cu_seqlens_k_device "
@@ -60,15 +69,7 @@ bool is_device_kernel(const std::string& impl) {
 
 void device_forward(const std::string& kernel, const Problem& p, const flashlab_tensors& t) {
   gpu::AttentionParams a;
-  fill(a, kernel, p, t);  // the problem first: without a device this says so, before the pointers are asked
-  for (const auto& [ptr, name] : {std::pair{t.q, "q"}, {t.k, "k"}, {t.v, "v"}, {static_cast<const void*>(t.o), "o"},
-                                  {static_cast<const void*>(t.lse), "lse"}})
-    need(ptr, name);
-  a.q = t.q;
-  a.k = t.k;
-  a.v = t.v;
-  a.o = t.o;
-  a.lse = t.lse;
+  fill(a, kernel, p, t);
   const gpu::DeviceSlopes slopes(p, a, static_cast<cudaStream_t>(t.stream));
   gpu::launch_forward(kernel, a, static_cast<cudaStream_t>(t.stream));
 }
@@ -76,16 +77,9 @@ void device_forward(const std::string& kernel, const Problem& p, const flashlab_
 void device_backward(const std::string& kernel, const Problem& p, const flashlab_tensors& t) {
   gpu::BackwardParams a;
   fill(a, kernel, p, t);
-  for (const auto& [ptr, name] :
-       {std::pair{t.q, "q"}, {t.k, "k"}, {t.v, "v"}, {static_cast<const void*>(t.o), "o"},
-        {static_cast<const void*>(t.lse), "lse"}, {t.d_o, "d_o"}, {static_cast<const void*>(t.dq), "dq"},
-        {static_cast<const void*>(t.dk), "dk"}, {static_cast<const void*>(t.dv), "dv"}})
+  for (const auto& [ptr, name] : {std::pair{t.d_o, "d_o"}, {static_cast<const void*>(t.dq), "dq"},
+                                  {static_cast<const void*>(t.dk), "dk"}, {static_cast<const void*>(t.dv), "dv"}})
     need(ptr, name);
-  a.q = t.q;
-  a.k = t.k;
-  a.v = t.v;
-  a.o = t.o;
-  a.lse = t.lse;
   a.d_o = t.d_o;
   a.dq = t.dq;
   a.dk = t.dk;
@@ -94,10 +88,6 @@ void device_backward(const std::string& kernel, const Problem& p, const flashlab
   const gpu::DeviceSlopes slopes(p, a, static_cast<cudaStream_t>(t.stream));
   gpu::launch_backward(kernel, a, static_cast<cudaStream_t>(t.stream));
 }
-
-}  // namespace flashlab::capi
-
-namespace flashlab::capi {
 
 int device_decode(const flashlab_decode& c) {
   for (const auto& [ptr, name] : {std::pair{c.q, "q"}, {static_cast<const void*>(c.o), "o"},

@@ -6,54 +6,16 @@
 #include "cuda_check.hpp"
 #include "device.hpp"
 #include "kernels.hpp"
+#include "host_copy.hpp"
 #include "launch.hpp"
 
 namespace flashlab::gpu {
 namespace {
 
-// A device buffer freed on scope exit, so an error leaves nothing allocated.
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  explicit DeviceBuffer(size_t bytes) { FLASHLAB_CUDA(cudaMalloc(&ptr, bytes ? bytes : 1)); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  DeviceBuffer(DeviceBuffer&& other) noexcept : ptr(other.ptr) { other.ptr = nullptr; }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
-
 Dtype kernel_dtype(const std::string& kernel, DType d) {
   if (kernel == "fa1_minimal") return Dtype::fp32;
   return d == DType::bf16 ? Dtype::bf16 : d == DType::fp16 ? Dtype::fp16 : Dtype::fp32;
 }
-
-std::vector<uint16_t> to_half_bits(const Tensor& t, Dtype d) {
-  std::vector<uint16_t> bits(t.data.size());
-  for (size_t i = 0; i < bits.size(); ++i)
-    bits[i] = d == Dtype::bf16 ? float_to_bf16_bits(t.data[i]) : float_to_fp16_bits(t.data[i]);
-  return bits;
-}
-
-void upload(void* dst, const Tensor& t, Dtype d) {
-  if (d == Dtype::fp32) {
-    FLASHLAB_CUDA(cudaMemcpy(dst, t.ptr(), t.data.size() * 4, cudaMemcpyHostToDevice));
-  } else {
-    const auto bits = to_half_bits(t, d);
-    FLASHLAB_CUDA(cudaMemcpy(dst, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
-  }
-}
-
-void download(Tensor& t, const void* src, Dtype d) {
-  if (d == Dtype::fp32) {
-    FLASHLAB_CUDA(cudaMemcpy(t.ptr(), src, t.data.size() * 4, cudaMemcpyDeviceToHost));
-    return;
-  }
-  std::vector<uint16_t> bits(t.data.size());
-  FLASHLAB_CUDA(cudaMemcpy(bits.data(), src, bits.size() * 2, cudaMemcpyDeviceToHost));
-  for (size_t i = 0; i < bits.size(); ++i)
-    t.data[i] = d == Dtype::bf16 ? bf16_bits_to_float(bits[i]) : fp16_bits_to_float(bits[i]);
-}
-
-size_t elem_size(Dtype d) { return d == Dtype::fp32 ? 4 : 2; }
 
 // cu_seqlens on the device for a varlen problem (packed rows: batch strides unused).
 struct DeviceSeqlens {

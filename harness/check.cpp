@@ -10,19 +10,25 @@
 
 namespace flashlab::harness {
 
+Tensor NormalSource::tensor(std::vector<int64_t> shape, double scale, DType dtype) {
+  Tensor t(std::move(shape));
+  for (float& x : t.data) x = round_to(dtype, static_cast<float>(scale * normal_(rng_)));
+  return t;
+}
+
+FieldCheck judge(const std::string& field, const Tensor& out, const TensorD& oracle, double baseline_err,
+                 double factor) {
+  const double err = max_abs_error(out, oracle), tol = factor * baseline_err + kToleranceAbsolute;
+  return {field, err, tol, err <= tol};
+}
+
 Inputs random_inputs(const Problem& p, uint64_t seed, double logit_scale) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto fill = [&](std::vector<int64_t> shape, double scale) {
-    Tensor t(std::move(shape));
-    for (float& x : t.data) x = round_to(p.dtype, static_cast<float>(scale * normal(rng)));
-    return t;
-  };
+  NormalSource source(seed);
   Inputs in;
-  in.q = fill(p.q_shape(), logit_scale);
-  in.k = fill(p.k_shape(), 1.0);
-  in.v = fill(p.v_shape(), 1.0);
-  in.d_o = fill(p.o_shape(), 1.0);
+  in.q = source.tensor(p.q_shape(), logit_scale, p.dtype);
+  in.k = source.tensor(p.k_shape(), 1.0, p.dtype);
+  in.v = source.tensor(p.v_shape(), 1.0, p.dtype);
+  in.d_o = source.tensor(p.o_shape(), 1.0, p.dtype);
   return in;
 }
 
@@ -78,11 +84,9 @@ CheckResult check(const Implementation& impl, const Problem& p, const Inputs& in
     result.skipped = "skipped: no backward pass";
     return result;
   }
-  constexpr double kFactor = 2.0, kVarlenGradFactor = 3.0, kAbsolute = 1e-5;
+  constexpr double kFactor = kToleranceFactor, kVarlenGradFactor = 3.0;
   auto field = [&](const char* name, const Tensor& out, const TensorD& oracle, double baseline_err, double factor) {
-    const double err = max_abs_error(out, oracle);
-    const double tol = factor * baseline_err + kAbsolute;
-    result.fields.push_back({name, err, tol, err <= tol});
+    result.fields.push_back(judge(name, out, oracle, baseline_err, factor));
   };
   using clock = std::chrono::steady_clock;
   // The forward runs for either pass: backward consumes its O and LSE, as a training step would.

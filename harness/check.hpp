@@ -6,6 +6,7 @@
 // picked by hand. Inputs are fresh random numbers rounded to the dtype;
 // outputs are checked element by element, and NaN or a wrong -inf fails.
 #pragma once
+#include <random>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,18 @@ using flashlab::parse_pass;
 using flashlab::has_fwd;
 using flashlab::has_bwd;
 using flashlab::to_string;
+
+// Seeded Normal(0, 1) tensors, each value times `scale` and rounded to `dtype`, drawn in order from one
+// stream: how every check draws its inputs (random_inputs here, random_decode_inputs in decode_check.hpp).
+class NormalSource {
+ public:
+  explicit NormalSource(uint64_t seed) : rng_(seed) {}
+  Tensor tensor(std::vector<int64_t> shape, double scale, DType dtype);
+
+ private:
+  std::mt19937_64 rng_;
+  std::normal_distribution<float> normal_{0.0f, 1.0f};
+};
 
 struct Inputs {
   Tensor q, k, v, d_o;  // d_o: the upstream gradient dO, like O
@@ -42,6 +55,12 @@ struct FieldCheck {
   double tolerance = 0;
   bool pass = false;
 };
+
+// The official rule for one output: max|out - oracle| <= factor x baseline_err + 1e-5, factor 2 (3 for
+// varlen gradients, check()). Every check judges its fields with it.
+constexpr double kToleranceFactor = 2.0, kToleranceAbsolute = 1e-5;
+FieldCheck judge(const std::string& field, const Tensor& out, const TensorD& oracle, double baseline_err,
+                 double factor = kToleranceFactor);
 
 struct CheckResult {
   std::string impl;

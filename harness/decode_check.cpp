@@ -53,13 +53,8 @@ std::vector<int64_t> shuffled_block_table(int64_t batch, int64_t max_pages, uint
 }
 
 DecodeTensors random_decode_inputs(const DecodeProblem& d, uint64_t seed, double logit_scale) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto fill = [&](std::vector<int64_t> shape, double scale) {
-    Tensor t(std::move(shape));
-    for (float& x : t.data) x = round_to(d.dtype, static_cast<float>(scale * normal(rng)));
-    return t;
-  };
+  NormalSource source(seed);
+  auto fill = [&](std::vector<int64_t> shape, double scale) { return source.tensor(std::move(shape), scale, d.dtype); };
   DecodeTensors in;
   in.q = fill(d.q_shape(), logit_scale);
   in.k_cache = fill(d.cache_shape(), 1.0);
@@ -98,7 +93,6 @@ DecodeBaseline decode_baseline(const DecodeProblem& d, const DecodeTensors& in) 
 
 CheckResult check_decode(const DecodeImplementation& impl, const DecodeProblem& d, const DecodeTensors& in,
                          const DecodeBaseline& base) {
-  constexpr double kFactor = 2.0, kAbsolute = 1e-5;  // check.hpp's rule
   CheckResult result;
   result.impl = impl.name;
   if (impl.unsupported) result.skipped = impl.unsupported(d);
@@ -107,8 +101,7 @@ CheckResult check_decode(const DecodeImplementation& impl, const DecodeProblem& 
   const DecodeOutputs<float> out = impl.run(d, in);
   result.fwd_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto field = [&](const char* name, const Tensor& got, const TensorD& oracle, double baseline_err) {
-    const double err = max_abs_error(got, oracle), tol = kFactor * baseline_err + kAbsolute;
-    result.fields.push_back({name, err, tol, err <= tol});
+    result.fields.push_back(judge(name, got, oracle, baseline_err));
   };
   field("O", out.o, base.o, base.err_o);
   field("LSE", out.lse, base.lse, base.err_lse);

@@ -118,7 +118,7 @@ int decode_main(int argc, char** argv) {
     ImGui::NewFrame();
     // 2. keyboard and play: `speed` steps per second
     if (!headless) {
-      HandleDecodeKeys(s);
+      handle_step_keys(s);
       if (s.playing) {
         s.carry += s.speed * ImGui::GetIO().DeltaTime;
         for (; s.carry >= 1; s.carry -= 1) s.step();
@@ -128,13 +128,7 @@ int decode_main(int argc, char** argv) {
     // 3. panels
     DrawDecodeFrame(s, at, ImGui::GetIO().DisplaySize);
     // 4. render
-    ImGui::Render();
-    int fw = 0, fh = 0;
-    glfwGetFramebufferSize(win, &fw, &fh);
-    glViewport(0, 0, fw, fh);
-    glClearColor(background.x, background.y, background.z, 1);
-    glClear(GL_COLOR_BUFFER_BIT);
-    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    const auto [fw, fh] = render_frame(win, background);
     // 5. headless: read back, write the PNG and the dump, exit
     if (headless && frame + 1 == kHeadlessFrames) {
       try {

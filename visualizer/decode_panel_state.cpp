@@ -190,12 +190,5 @@ void ShowDecodeCombine(const DecodeSession& s) {
   ImGui::End();
 }
 
-void HandleDecodeKeys(DecodeSession& s) {
-  const ImGuiIO& io = ImGui::GetIO();
-  if (io.WantTextInput) return;
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space), false)) s.playing = !s.playing;
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))) s.step();
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow))) s.back();
-}
 
 }  // namespace flashlab::viz

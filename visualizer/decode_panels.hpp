@@ -16,6 +16,5 @@ void ShowDecodeControls(DecodeSession& s);                      // problem, step
 void ShowDecodeCache(const DecodeSession& s, DecodePlacement& at);  // pages, block table, keys by split
 void ShowDecodeSplits(const DecodeSession& s);                  // m^(s), l^(s) per packed query row
 void ShowDecodeCombine(const DecodeSession& s);                 // LSE^(s), weights exp(LSE^(s) - LSE), LSE
-void HandleDecodeKeys(DecodeSession& s);                        // space play/pause, right/left step
 
 }  // namespace flashlab::viz

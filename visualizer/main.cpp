@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
     // 2. keyboard (R rebuilds from the edited settings: also how a settings change applies)
     if (!headless) {
       if (!ImGui::GetIO().WantTextInput && ImGui::IsKeyPressed(GLFW_KEY_R, false)) app.apply();
-      if (app.session) HandleKeys(*app.session);
+      if (app.session) handle_step_keys(*app.session);
     }
     // 3. advance the walk: at most 10 ms of tile steps per frame keeps 60 frames/s while playing
     if (app.session && !headless) app.session->advance(std::chrono::milliseconds(10));
@@ -208,13 +208,7 @@ int main(int argc, char** argv) {
     DrawFrame(app, ImGui::GetIO().DisplaySize);
     clock.lap(2);
     // 5. render
-    ImGui::Render();
-    int fw = 0, fh = 0;
-    glfwGetFramebufferSize(win, &fw, &fh);
-    glViewport(0, 0, fw, fh);
-    glClearColor(background.x, background.y, background.z, 1);
-    glClear(GL_COLOR_BUFFER_BIT);
-    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    const auto [fw, fh] = render_frame(win, background);
     clock.lap(3);
     // 6. headless: read the frame back, write the PNG and the dump, exit
     if (headless && frame + 1 == kHeadlessFrames) {

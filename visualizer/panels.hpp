@@ -29,6 +29,5 @@ void ShowModel(Session& s);           // roofline and speedup vs seqlen from the
 void DrawL2Residency(const Session& s);  // inside ShowModel: the K/V blocks the simulated L2 holds (panel_l2.cpp)
 
 // Keyboard: space play/pause, right/left step, R restart.
-void HandleKeys(Session& s);
 
 }  // namespace flashlab::viz

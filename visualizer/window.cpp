@@ -43,6 +43,17 @@ GLFWwindow* open_window(int width, int height, const char* title, bool fixed_siz
   return win;
 }
 
+FrameSize render_frame(GLFWwindow* win, const ImVec4& background) {
+  ImGui::Render();
+  int fw = 0, fh = 0;
+  glfwGetFramebufferSize(win, &fw, &fh);
+  glViewport(0, 0, fw, fh);
+  glClearColor(background.x, background.y, background.z, 1);
+  glClear(GL_COLOR_BUFFER_BIT);
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  return {fw, fh};
+}
+
 void close_window(GLFWwindow* win) {
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();

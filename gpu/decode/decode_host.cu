@@ -8,39 +8,13 @@
 #include "device.hpp"
 #include "flashlab/dtype.hpp"
 #include "host.hpp"
+#include "host_copy.hpp"
 
 namespace flashlab::gpu {
 namespace {
 
-struct Buffer {
-  void* ptr = nullptr;
-  explicit Buffer(size_t bytes) {
-    if (bytes) FLASHLAB_CUDA(cudaMalloc(&ptr, bytes));
-  }
-  ~Buffer() { cudaFree(ptr); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-};
-
 Dtype dtype_of(DType d) { return d == DType::bf16 ? Dtype::bf16 : d == DType::fp16 ? Dtype::fp16 : Dtype::fp32; }
 
-// A tensor in 16-bit storage on the device (bf16 or fp16), or nothing for an empty one.
-std::vector<uint16_t> bits_of(const Tensor& t, DType d) {
-  std::vector<uint16_t> bits(t.data.size());
-  for (size_t i = 0; i < bits.size(); ++i)
-    bits[i] = d == DType::bf16 ? float_to_bf16_bits(t.data[i]) : float_to_fp16_bits(t.data[i]);
-  return bits;
-}
-void upload16(Buffer& b, const Tensor& t, DType d) {
-  const auto bits = bits_of(t, d);
-  if (!bits.empty()) FLASHLAB_CUDA(cudaMemcpy(b.ptr, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
-}
-void download16(Tensor& t, const Buffer& b, DType d) {
-  std::vector<uint16_t> bits(t.data.size());
-  FLASHLAB_CUDA(cudaMemcpy(bits.data(), b.ptr, bits.size() * 2, cudaMemcpyDeviceToHost));
-  for (size_t i = 0; i < bits.size(); ++i)
-    t.data[i] = d == DType::bf16 ? bf16_bits_to_float(bits[i]) : fp16_bits_to_float(bits[i]);
-}
 std::vector<int> to_int(const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); }
 
 DecodeParams params_of(const DecodeProblem& d) {
@@ -80,18 +54,18 @@ DecodeOutputs<float> run_decode(const DecodeProblem& d, const DecodeTensors& in)
   check_tensors(d, in);
   if (const std::string why = decode_unsupported(d); !why.empty()) throw Error("gpu decode: " + why);
   DecodeParams p = params_of(d);
-  Buffer q(in.q.data.size() * 2), kc(in.k_cache.data.size() * 2), vc(in.v_cache.data.size() * 2);
-  Buffer kn(in.k_new.data.size() * 2), vn(in.v_new.data.size() * 2), cs(in.cos.data.size() * 2),
+  DeviceBuffer q(in.q.data.size() * 2), kc(in.k_cache.data.size() * 2), vc(in.v_cache.data.size() * 2);
+  DeviceBuffer kn(in.k_new.data.size() * 2), vn(in.v_new.data.size() * 2), cs(in.cos.data.size() * 2),
       sn(in.sin.data.size() * 2);
-  Buffer table(d.block_table.size() * 4), seqlens(d.cache_seqlens.size() * 4);
-  Buffer o(in.q.data.size() * 2), lse(size_t(d.batch * d.heads_q * d.q_len) * 4);
-  upload16(q, in.q, d.dtype);
-  upload16(kc, in.k_cache, d.dtype);
-  upload16(vc, in.v_cache, d.dtype);
-  upload16(kn, in.k_new, d.dtype);
-  upload16(vn, in.v_new, d.dtype);
-  upload16(cs, in.cos, d.dtype);
-  upload16(sn, in.sin, d.dtype);
+  DeviceBuffer table(d.block_table.size() * 4), seqlens(d.cache_seqlens.size() * 4);
+  DeviceBuffer o(in.q.data.size() * 2), lse(size_t(d.batch * d.heads_q * d.q_len) * 4);
+  upload(q.ptr, in.q, p.dtype);
+  upload(kc.ptr, in.k_cache, p.dtype);
+  upload(vc.ptr, in.v_cache, p.dtype);
+  upload(kn.ptr, in.k_new, p.dtype);
+  upload(vn.ptr, in.v_new, p.dtype);
+  upload(cs.ptr, in.cos, p.dtype);
+  upload(sn.ptr, in.sin, p.dtype);
   const std::vector<int> tbl = to_int(d.block_table), lens = to_int(d.cache_seqlens);
   if (!tbl.empty()) FLASHLAB_CUDA(cudaMemcpy(table.ptr, tbl.data(), tbl.size() * 4, cudaMemcpyHostToDevice));
   FLASHLAB_CUDA(cudaMemcpy(seqlens.ptr, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
@@ -108,7 +82,7 @@ DecodeOutputs<float> run_decode(const DecodeProblem& d, const DecodeTensors& in)
   p.cache_seqlens = static_cast<const int*>(seqlens.ptr);
   p.o = o.ptr;
   p.lse = static_cast<float*>(lse.ptr);
-  Buffer scratch(decode_scratch_bytes(p));
+  DeviceBuffer scratch(decode_scratch_bytes(p));
   if (scratch.ptr) FLASHLAB_CUDA(cudaMemset(scratch.ptr, 0xff, decode_scratch_bytes(p)));
   p.scratch = scratch.ptr;
   decode_forward(p, nullptr);
@@ -116,10 +90,10 @@ DecodeOutputs<float> run_decode(const DecodeProblem& d, const DecodeTensors& in)
 
   DecodeOutputs<float> out{BasicTensor<float>(d.o_shape()), BasicTensor<float>(d.lse_shape()), Tensor(d.cache_shape()),
                            Tensor(d.cache_shape())};
-  download16(out.o, o, d.dtype);
+  download(out.o, o.ptr, p.dtype);
   FLASHLAB_CUDA(cudaMemcpy(out.lse.ptr(), lse.ptr, out.lse.data.size() * 4, cudaMemcpyDeviceToHost));
-  download16(out.k_cache, kc, d.dtype);
-  download16(out.v_cache, vc, d.dtype);
+  download(out.k_cache, kc.ptr, p.dtype);
+  download(out.v_cache, vc.ptr, p.dtype);
   return out;
 }
 
