@@ -109,7 +109,7 @@ HostForward run_forward(const std::string& kernel, const Problem& p, const Tenso
 
   DeviceSeqlens seqlens(p, a);
   DeviceSlopes slopes(p, a, nullptr);
-  DeviceRowMask mask_rows(p, a, nullptr);
+  DeviceMask mask(p, a, nullptr);
 
   if (kernel == "fa2") {
     fa2_forward(a, nullptr);
@@ -149,7 +149,7 @@ HostBackward run_backward(const std::string& kernel, const Problem& p, const Ten
   a.deterministic = deterministic;
   DeviceSeqlens seqlens(p, a);
   DeviceSlopes slopes(p, a, nullptr);
-  DeviceRowMask mask_rows(p, a, nullptr);
+  DeviceMask mask(p, a, nullptr);
   DeviceBuffer q_in = uploaded(q, dt), k_in = uploaded(k, dt), v_in = uploaded(v, dt);
   DeviceBuffer d_o_in = uploaded(d_o, dt), o_in = uploaded(o, dt), lse_in(lse.data.size() * 4);
   FLASHLAB_CUDA(cudaMemcpy(lse_in.ptr, lse.ptr(), lse.data.size() * 4, cudaMemcpyHostToDevice));

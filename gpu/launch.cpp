@@ -41,7 +41,7 @@ DeviceSlopes::DeviceSlopes(const Problem& problem, AttentionParams& p, cudaStrea
   p.alibi_slopes = static_cast<const float*>(ptr_);
 }
 
-DeviceRowMask::DeviceRowMask(const Problem& problem, AttentionParams& p, cudaStream_t stream) : stream_(stream) {
+DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(stream) {
   if (problem.mask.kind == MaskKind::none) return;
   if (!problem.interval_mask() || problem.varlen())
     throw Error("the GPU kernels take a mask function's rows as intervals of a fixed-length batch");
@@ -55,11 +55,16 @@ DeviceRowMask::DeviceRowMask(const Problem& problem, AttentionParams& p, cudaStr
   FLASHLAB_CUDA(cudaMallocAsync(&ptr_, bounds.size() * 4, stream));
   FLASHLAB_CUDA(cudaMemcpyAsync(ptr_, bounds.data(), bounds.size() * 4, cudaMemcpyHostToDevice, stream));
   FLASHLAB_CUDA(cudaStreamSynchronize(stream));  // the pageable source is freed when this returns
-  p.mask_lo = static_cast<const int*>(ptr_);
-  p.mask_hi = p.mask_lo + rows;
+  rows_ = rows;
 }
 
-DeviceRowMask::~DeviceRowMask() {
+void DeviceMask::set(AttentionParams& p) const {
+  if (!ptr_) return;
+  p.mask_lo = static_cast<const int*>(ptr_);
+  p.mask_hi = p.mask_lo + rows_;
+}
+
+DeviceMask::~DeviceMask() {
   if (ptr_) cudaFreeAsync(ptr_, stream_);
 }
 

@@ -29,18 +29,22 @@ class DeviceSlopes {
   cudaStream_t stream_ = nullptr;
 };
 
-// A mask function's rows on the device (params.hpp mask_lo / mask_hi: Problem::col_begin / col_end of
-// every row of every entry), for launches on `stream`, freed stream-ordered with this object. Nothing
-// without a mask kind; a dense mask (holes inside a row) has no such form and is refused before.
-class DeviceRowMask {
+// A mask function on the device for launches on `stream` (params.hpp mask_lo / mask_hi: Problem::col_begin /
+// col_end of every row of every entry), uploaded when made and freed stream-ordered with this object;
+// set() points a launch's params at it, so one DeviceMask serves many calls (FlexAttention's
+// create_block_mask once, attention many times). Nothing without a mask kind.
+class DeviceMask {
  public:
-  DeviceRowMask(const Problem& problem, AttentionParams& p, cudaStream_t stream);
-  ~DeviceRowMask();
-  DeviceRowMask(const DeviceRowMask&) = delete;
-  DeviceRowMask& operator=(const DeviceRowMask&) = delete;
+  DeviceMask(const Problem& problem, cudaStream_t stream);
+  DeviceMask(const Problem& problem, AttentionParams& p, cudaStream_t stream) : DeviceMask(problem, stream) { set(p); }
+  ~DeviceMask();
+  DeviceMask(const DeviceMask&) = delete;
+  DeviceMask& operator=(const DeviceMask&) = delete;
+  void set(AttentionParams& p) const;
 
  private:
   void* ptr_ = nullptr;
+  size_t rows_ = 0;
   cudaStream_t stream_ = nullptr;
 };
 
