@@ -242,9 +242,12 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
   const RowMask rm = row_mask<kExtras>(p, s, b);
   const RowRange rows = rows_seeing(key0, key_end, rm);
   const int i_begin = rows.lo / kBr, i_end = rows.hi > rows.lo ? (rows.hi + kBr - 1) / kBr : i_begin;
-  const int n_i = i_end - i_begin, steps = group * n_i;
+  // The Q blocks walked: the run [i_begin, i_end), or under a dense mask this K/V block's list (kExtras).
+  const BlockWalk walk = kExtras ? block_walk(p.dkdv_blocks, b, j, i_begin, i_end)
+                                 : BlockWalk{nullptr, i_begin, i_end - i_begin, 0};
+  const int n_i = walk.count, steps = group * n_i;
 
-  // The steps walk the Q blocks i_begin .. i_end - 1 of each query head of the group in turn.
+  // The steps walk the Q blocks of each query head of the group in turn.
   auto load_step = [&](int h, int i, int stage) {
     const T* q = static_cast<const T*>(p.q) + s.q_base + h * p.q_head_stride;
     const T* d_o = static_cast<const T*>(p.d_o) + s.o_base + h * p.o_head_stride;
@@ -269,7 +272,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
   if (steps > 0) {
     load_tile<D, kThreadsKV, kBcKV>(sm.k, k, p.k_row_stride, key0, s.sk, p.head_dim);
     load_tile<D, kThreadsKV, kBcKV>(sm.v, v, p.v_row_stride, key0, s.sk, p.head_dim);
-    load_step(g * group, i_begin, 0);
+    load_step(g * group, walk.block(0), 0);
   }
   // This thread's rows of S^T (keys, local to the block): tile mt, accumulator half r.
   auto key_of = [&](int mt, int r) { return (wr * kKT + mt) * 16 + gr + 8 * r; };
@@ -287,13 +290,13 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
   const uint32_t p_rows = smem_addr(sm.p) + 2u * uint32_t(wr * kKT * 16 * kBr);
   const uint32_t ds_rows = smem_addr(sm.ds) + 2u * uint32_t(wr * kKT * 16 * kBr);
 
-  int h = g * group, i = i_begin;                                   // step t's query head and Q block
-  int h_next = i + 1 < i_end ? h : h + 1, i_next = i + 1 < i_end ? i + 1 : i_begin;  // step t + 1's
+  int h = g * group, at = 0;                                         // step t's query head and place in the walk
+  int h_next = at + 1 < n_i ? h : h + 1, at_next = at + 1 < n_i ? at + 1 : 0;  // step t + 1's
   for (int t = 0; t < steps; ++t) {
-    const int stage = t & 1, row0 = i * kBr;
+    const int stage = t & 1, row0 = walk.block(at) * kBr;
     cp_async_wait<0>();
     __syncthreads();  // step t's tiles are in; every warp is done with step t - 1
-    if (t + 1 < steps) load_step(h_next, i_next, stage ^ 1);
+    if (t + 1 < steps) load_step(h_next, walk.block(at_next), stage ^ 1);
     const T* sQ = sm.q[stage];
     const T* sdO = sm.d_o[stage];
 
@@ -322,22 +325,27 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
                                        ex.bias2(row, key, s.sk - s.sq), ex.z(p, row, key));
         }
     const int last_row = min(row0 + kBr, s.sq) - 1;
-    if (rm.lo && !(key0 >= rm.begin(last_row) && key0 + kBcKV <= rm.end(row0))) {
-      // A mask function's rows: each element against its row's interval (this warp's rows, read once).
+    const bool edge = !(key0 >= rm.begin(last_row) && key0 + kBcKV <= rm.end(row0));
+    if (kExtras && walk.list ? walk.listed_partial(at) : rm.lo && edge) {
+      // A mask function's rows: each element against its row's interval (this warp's rows, read once),
+      // and a dense mask's bits.
 #pragma unroll
       for (int n = 0; n < kQ / 8; ++n)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           const int row = row0 + wc * kQ + n * 8 + tc + c, lo = rm.begin(row), hi = rm.end(row);
+          const bool dense = kExtras && p.bits.words;
+          const BitRow bits = dense ? bit_row(p.bits, b, h, row, s.sq) : BitRow{nullptr, 0};
 #pragma unroll
           for (int mt = 0; mt < kKT; ++mt)
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
               const int key = key0 + key_of(mt, r);
-              if (key < lo || key >= hi) acc_s[mt][n][2 * r + c] = acc_dp[mt][n][2 * r + c] = 0.f;
+              if (key < lo || key >= hi || (dense && !bits.visible(key)))
+                acc_s[mt][n][2 * r + c] = acc_dp[mt][n][2 * r + c] = 0.f;
             }
         }
-    } else if (!rm.lo && !(key0 >= rm.begin(last_row) && key0 + kBcKV <= rm.end(row0))) {
+    } else if (!rm.lo && edge) {
       // Row row_t + c (c = n * 8 + (e & 1), a constant once unrolled) sees key `key` iff band_lo <=
       // key - row <= band_hi (mask.cuh's rule before its clamps) and key < sk, that is iff above >= c
       // and below <= c: two compares with a constant an element.
@@ -398,9 +406,9 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
         }
     }
     h = h_next;
-    i = i_next;
-    if (++i_next == i_end) {
-      i_next = i_begin;
+    at = at_next;
+    if (++at_next == n_i) {
+      at_next = 0;
       ++h_next;
     }
   }
@@ -452,7 +460,9 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
   // The K/V blocks this Q block sees, and where they need no mask (as the forward's).
   const RowMask rm = row_mask<kExtras>(p, s, b);
   const auto blocks = key_blocks<kBrQ, kBc>(row0, rm);
-  const int j_begin = blocks.begin, j_end = blocks.end;
+  // The blocks walked: the run [begin, end), or under a dense mask this Q block's list (kExtras only).
+  const BlockWalk walk = kExtras ? block_walk(p.dq_blocks, b, i_block, blocks.begin, blocks.end)
+                                 : BlockWalk{nullptr, blocks.begin, blocks.end - blocks.begin, 0};
 
   int my_row[2], lo[2], hi[2];
   float lse2[2], dsum[2];
@@ -473,20 +483,21 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
   const uint32_t q_rows = smem_addr(sQ) + 2u * uint32_t(warp * 16 * D);  // this warp's rows
   const uint32_t do_rows = smem_addr(sdO) + 2u * uint32_t(warp * 16 * D);
 
-  if (j_begin < j_end) {
+  if (walk.count > 0) {
     load_tile<D, kThreadsQ, kBrQ>(sQ, q, p.q_row_stride, row0, s.sq, p.head_dim);
     load_tile<D, kThreadsQ, kBrQ>(sdO, d_o, p.o_row_stride, row0, s.sq, p.head_dim);
-    load_tile<D, kThreadsQ, kBc>(sK, k, p.k_row_stride, j_begin * kBc, s.sk, p.head_dim);
-    load_tile<D, kThreadsQ, kBc>(sV, v, p.v_row_stride, j_begin * kBc, s.sk, p.head_dim);
+    load_tile<D, kThreadsQ, kBc>(sK, k, p.k_row_stride, walk.block(0) * kBc, s.sk, p.head_dim);
+    load_tile<D, kThreadsQ, kBc>(sV, v, p.v_row_stride, walk.block(0) * kBc, s.sk, p.head_dim);
     cp_async_commit();
   }
-  for (int j = j_begin; j < j_end; ++j) {
-    const int stage = (j - j_begin) & 1;
+  for (int at = 0; at < walk.count; ++at) {
+    const int j = walk.block(at), stage = at & 1;
     cp_async_wait<0>();
     __syncthreads();
-    if (j + 1 < j_end) {
-      load_tile<D, kThreadsQ, kBc>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, (j + 1) * kBc, s.sk, p.head_dim);
-      load_tile<D, kThreadsQ, kBc>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, s.sk, p.head_dim);
+    if (at + 1 < walk.count) {
+      const int key_next = walk.block(at + 1) * kBc;
+      load_tile<D, kThreadsQ, kBc>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, key_next, s.sk, p.head_dim);
+      load_tile<D, kThreadsQ, kBc>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, key_next, s.sk, p.head_dim);
       cp_async_commit();
     }
     const uint32_t k_tile = smem_addr(sK + stage * kBc * D), v_tile = smem_addr(sV + stage * kBc * D);
@@ -506,14 +517,19 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
         prob_grad<kSoftcap, kExtras>(acc_s[n][e], acc_dp[n][e], lse2[e / 2], dsum[e / 2], p,
                                      ex.bias2(row, key, s.sk - s.sq), ex.z(p, row, key));
       }
-    if (blocks.needs_mask(j)) {
+    if (kExtras && walk.list ? walk.listed_partial(at) : blocks.needs_mask(j)) {
+      const bool dense = kExtras && p.bits.words;  // a dense mask's holes as well
 #pragma unroll
-      for (int n = 0; n < kBc / 8; ++n)
+      for (int r = 0; r < 2; ++r) {
+        const BitRow bits = dense ? bit_row(p.bits, b, h, my_row[r], s.sq) : BitRow{nullptr, 0};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e / 2, col = j * kBc + n * 8 + tc + (e & 1);
-          if (col < lo[r] || col >= hi[r]) acc_dp[n][e] = 0.f;
-        }
+        for (int n = 0; n < kBc / 8; ++n)
+#pragma unroll
+          for (int e = 2 * r; e < 2 * r + 2; ++e) {
+            const int col = j * kBc + n * 8 + tc + (e & 1);
+            if (col < lo[r] || col >= hi[r] || (dense && !bits.visible(col))) acc_dp[n][e] = 0.f;
+          }
+      }
     }
     // dQ += dS K_j: dS's accumulators are the A operand.
     unroll<kBc / 16>([&](auto kk_) {
@@ -572,14 +588,6 @@ struct Config {
                 "shapes.hpp's fa2_backward_dq_shape must describe dq_kernel");
 };
 
-// The opt-in shared memory per block of the current device (227 KiB on sm_90, 163 KiB on A100).
-size_t max_smem_per_block() {
-  int dev = 0, bytes = 0;
-  FLASHLAB_CUDA(cudaGetDevice(&dev));
-  FLASHLAB_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  return size_t(bytes);
-}
-
 template <typename Kernel>
 void allow_smem(Kernel kernel, size_t bytes) {
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
@@ -593,6 +601,7 @@ void launch_dkdv(const BackwardParams& p, bool cap, cudaStream_t stream) {
                               : dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, true, false>)
                     : (extras ? dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, false, true>
                               : dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, false, false>);
+  check_block_lists(p.dkdv_blocks, kBr, kBc, "fa2 backward (dK, dV)");
   allow_smem(kernel, smem);
   kernel<<<dim3((p.seqlen_k + kBc - 1) / kBc, p.heads_kv, p.batch), kThreadsKV, smem, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
@@ -682,6 +691,7 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
     const bool extras = p.has_extras();
     auto dq = cap ? (extras ? dq_kernel<D, C::kBcQ, T, true, true> : dq_kernel<D, C::kBcQ, T, true, false>)
                   : (extras ? dq_kernel<D, C::kBcQ, T, false, true> : dq_kernel<D, C::kBcQ, T, false, false>);
+    check_block_lists(p.dq_blocks, kBrQ, C::kBcQ, "fa2 backward (deterministic dQ)");
     allow_smem(dq, q_smem);
     dq<<<dim3((p.seqlen_q + kBrQ - 1) / kBrQ, p.heads_q, p.batch), kThreadsQ, q_smem, stream>>>(p);
   } else {
@@ -703,6 +713,13 @@ void dispatch_dim(const BackwardParams& p, cudaStream_t stream) {
 }
 
 }  // namespace
+
+size_t max_smem_per_block() {
+  int dev = 0, bytes = 0;
+  FLASHLAB_CUDA(cudaGetDevice(&dev));
+  FLASHLAB_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return size_t(bytes);
+}
 
 size_t fa2_backward_scratch_bytes(const BackwardParams& p) {
   const int64_t rows = p.cu_seqlens_q ? p.total_q : int64_t(p.batch) * p.seqlen_q;

@@ -6,11 +6,13 @@
 //
 // The kernel body, top to bottom, by role:
 //   scheduler  one CTA per (Q block of Br rows, head, batch): grid (ceil(seqlen_q / Br), heads_q, batch).
-//              sequence.cuh's key_blocks gives the K/V blocks [j_begin, j_end) the Q block sees and
-//              which of them cross the mask's edge; blocks wholly outside it are never visited.
+//              sequence.cuh's key_blocks gives the K/V blocks [begin, end) the Q block sees and
+//              which of them cross the mask's edge; blocks wholly outside it are never visited. Under a
+//              dense mask the Q block walks its list instead (BlockWalk: FlexAttention's compressed
+//              block mask, partial blocks first), skipping the holes inside the run.
 //   producer   every thread issues cp.async copies (mma.cuh load_tile, one 16-byte chunk a thread a
-//              step): Q_i once, then K_j and V_j into `stages` XOR-swizzled buffers, block j + 1 in flight
-//              while block j is computed.
+//              step): Q_i once, then K_j and V_j into `stages` XOR-swizzled buffers, the walk's next
+//              block in flight while block j is computed.
 //   consumer   each warp owns 16 x mma_tiles query rows. S = Q_i K_j^T by mma.sync m16n8k16 (mma.cuh
 //              mma_acc: Q and K through ldmatrix, each K fragment feeding mma_tiles MMAs);
 //              O_i += P~ V_j with P~ repacked in registers as the A operand and V through ldmatrix.trans.
@@ -106,6 +108,10 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   const auto blocks = kExtras ? key_blocks<kBr, kBc>(row0, rm)
                               : key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
   const int j_begin = blocks.begin, j_end = blocks.end;
+  // With kExtras the blocks walked are those of `walk`: the same run, or under a dense mask this Q
+  // block's list. Without, the loop below reads exactly as it did before lists (j from j_begin to
+  // j_end): ptxas gave the d = 128 kernel 60 more bytes of spills when it walked a BlockWalk.
+  const BlockWalk walk = kExtras ? block_walk(p.forward_blocks, b, i_block, j_begin, j_end) : BlockWalk{};
 
   // Accumulators: O (16 kMT rows x D per warp) and the running max / sum of the thread's rows.
   float acc_o[kMT][D / 8][4];
@@ -136,20 +142,24 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   const Ldsm<D, Frag::BTrans> ldsm_v(lane);
   const uint32_t q_warp = smem_addr(sQ) + 2u * uint32_t(warp * kMT * 16 * D);  // this warp's rows of Q
 
-  if (j_begin < j_end) {
+  // n: block j's place in the walk (kExtras); `more`: a block comes after j; `next`: which.
+  auto more = [&](int j, int n) { return kExtras ? n + 1 < walk.count : j + 1 < j_end; };
+  auto next = [&](int j, int n) { return kExtras ? walk.block(n + 1) : j + 1; };
+  const int j_first = kExtras ? walk.block(0) : j_begin;
+  if (kExtras ? walk.count > 0 : j_begin < j_end) {
     load_tile<D, kThreads, kBr>(sQ, q, p.q_row_stride, row0, sq, p.head_dim);
-    load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, j_begin * kBc, sk, p.head_dim);
-    load_tile<D, kThreads, kBc>(sV, v, p.v_row_stride, j_begin * kBc, sk, p.head_dim);
+    load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, j_first * kBc, sk, p.head_dim);
+    load_tile<D, kThreads, kBc>(sV, v, p.v_row_stride, j_first * kBc, sk, p.head_dim);
     cp_async_commit();
   }
 
-  for (int j = j_begin; j < j_end; ++j) {
-    const int stage = kStages == 2 ? (j - j_begin) & 1 : 0;
+  for (int j = j_first, n = 0; kExtras ? n < walk.count : j < j_end; j = more(j, n) ? next(j, n) : j_end, ++n) {
+    const int stage = kStages == 2 ? (kExtras ? n : j - j_begin) & 1 : 0;
     cp_async_wait<0>();
-    __syncthreads();  // tile j is in shared memory for every warp; every warp is done with tile j - 1
-    if (kStages == 2 && j + 1 < j_end) {  // prefetch tile j + 1 into the other stage while computing j
-      load_tile<D, kThreads, kBc>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, (j + 1) * kBc, sk, p.head_dim);
-      load_tile<D, kThreads, kBc>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, (j + 1) * kBc, sk, p.head_dim);
+    __syncthreads();  // tile j is in shared memory for every warp; every warp is done with the one before
+    if (kStages == 2 && more(j, n)) {  // prefetch the next tile into the other stage while computing j
+      load_tile<D, kThreads, kBc>(sK + (stage ^ 1) * kBc * D, k, p.k_row_stride, next(j, n) * kBc, sk, p.head_dim);
+      load_tile<D, kThreads, kBc>(sV + (stage ^ 1) * kBc * D, v, p.v_row_stride, next(j, n) * kBc, sk, p.head_dim);
       cp_async_commit();
     }
     const uint32_t k_tile = smem_addr(sK + stage * kBc * D), v_tile = smem_addr(sV + stage * kBc * D);
@@ -170,9 +180,16 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) softmax::alibi(acc_s[mt], j * kBc, qcol, diag[mt], slope);
     }
-    if (blocks.needs_mask(j)) {
+    if (kExtras && walk.list ? walk.listed_partial(n) : blocks.needs_mask(j)) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) softmax::mask(acc_s[mt], j * kBc, qcol, lo[mt], hi[mt]);
+      if (kExtras && p.bits.words) {  // a dense mask's holes, this thread's rows of bits
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          const BitRow bits[2] = {bit_row(p.bits, b, h, rows[mt][0], sq), bit_row(p.bits, b, h, rows[mt][1], sq)};
+          softmax::mask_bits(acc_s[mt], j * kBc, qcol, bits);
+        }
+      }
     }
 
     // Online softmax on unscaled scores s (max taken before scaling; the scale folds into one FMA):
@@ -206,9 +223,9 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
       });
     });
     if (kStages == 1) __syncthreads();  // single stage: everyone done before the next load overwrites
-    if (kStages == 1 && j + 1 < j_end) {
-      load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, (j + 1) * kBc, sk, p.head_dim);
-      load_tile<D, kThreads, kBc>(sV, v, p.v_row_stride, (j + 1) * kBc, sk, p.head_dim);
+    if (kStages == 1 && more(j, n)) {
+      load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, next(j, n) * kBc, sk, p.head_dim);
+      load_tile<D, kThreads, kBc>(sV, v, p.v_row_stride, next(j, n) * kBc, sk, p.head_dim);
       cp_async_commit();
     }
   }
@@ -271,6 +288,7 @@ template <class S, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
   constexpr size_t smem = size_t(S::smem_elems()) * sizeof(T);
   const bool cap = p.softcap > 0.f, extras = p.has_extras();
+  check_block_lists(p.forward_blocks, S::kBr, S::kBc, "fa2 forward");
   auto kernel = cap ? (extras ? fa2_forward_kernel<S, T, true, true> : fa2_forward_kernel<S, T, true, false>)
                     : (extras ? fa2_forward_kernel<S, T, false, true> : fa2_forward_kernel<S, T, false, false>);
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));

@@ -9,7 +9,8 @@
 //
 // The kernel body, top to bottom, by role:
 //   scheduler  one CTA per (Q block of 64 rows, head, batch), as fa2_fwd.cu; key_blocks picks the K/V
-//              blocks and the edge ones. Two warp pairs a CTA, each owning 32 query rows.
+//              blocks and the edge ones (a dense mask's block list, BlockWalk). Two warp pairs a CTA,
+//              each owning 32 query rows.
 //   producer   every thread issues cp.async: Q once; one K and one V buffer, loaded in turn (FA2's
 //              split waits): V_j under S = Q K_j^T, K_j+1 under the softmax and P~ V_j.
 //   consumer   warp h of a pair computes S for its pair's 32 rows against keys [32 h, 32 h + 32) of the
@@ -107,7 +108,9 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
   const RowMask rm = row_mask<kExtras>(p, seq, b);
   const auto blocks = kExtras ? key_blocks<kBr, kBc>(row0, rm)
                               : key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
-  const int j_begin = blocks.begin, j_end = blocks.end;
+  // The blocks walked: the run [begin, end), or under a dense mask this Q block's list (kExtras only).
+  const BlockWalk walk = kExtras ? block_walk(p.forward_blocks, b, i_block, blocks.begin, blocks.end)
+                                 : BlockWalk{nullptr, blocks.begin, blocks.end - blocks.begin, 0};
 
   // This warp's rows within the block: pair_row0 + 16 mt + qrow + 8 r.
   const int pair_row0 = pair * kPairRows;
@@ -148,15 +151,16 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
   float* stat_own = sStat + (pair * 2 + half) * kPairRows;
   const float* stat_other = sStat + (pair * 2 + (half ^ 1)) * kPairRows;
 
-  if (j_begin < j_end) {
+  if (walk.count > 0) {
     load_tile<D, kThreads, kBr>(sQ, q, p.q_row_stride, row0, sq, p.head_dim);
-    load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, j_begin * kBc, sk, p.head_dim);
+    load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, walk.block(0) * kBc, sk, p.head_dim);
     cp_async_commit();
   }
 
   // One K and one V buffer, loaded in turn (FA2's split waits): V_j under S = Q K_j^T, K_j+1 under the
   // softmax and P~ V_j. cp.async groups in flight, in order: ... V_j, K_j+1, V_j+1 ...
-  for (int j = j_begin; j < j_end; ++j) {
+  for (int n = 0; n < walk.count; ++n) {
+    const int j = walk.block(n);
     cp_async_wait<0>();
     __syncthreads();  // K_j (and Q) are in shared memory; every warp is done with V_j-1
     load_tile<D, kThreads, kBc>(sV, v, p.v_row_stride, j * kBc, sk, p.head_dim);
@@ -176,9 +180,16 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) softmax::alibi(acc_s[mt], j * kBc + half * kHalfKeys, qcol, diag[mt], slope);
     }
-    if (blocks.needs_mask(j)) {
+    if (kExtras && walk.list ? walk.listed_partial(n) : blocks.needs_mask(j)) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) softmax::mask(acc_s[mt], j * kBc + half * kHalfKeys, qcol, lo[mt], hi[mt]);
+      if (kExtras && p.bits.words) {  // a dense mask's holes, this thread's rows of bits
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          const BitRow bits[2] = {bit_row(p.bits, b, h, rows[mt][0], sq), bit_row(p.bits, b, h, rows[mt][1], sq)};
+          softmax::mask_bits(acc_s[mt], j * kBc + half * kHalfKeys, qcol, bits);
+        }
+      }
     }
 
     // The row max over both halves: this warp's (with the running max) to shared memory, the CTA
@@ -192,8 +203,8 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
         if (lane % 4 == 0) stat_own[mt * 16 + qrow + 8 * r] = m_new[mt][r];
       }
     __syncthreads();  // the partial maxima are in shared memory, and every warp is done with K_j
-    if (j + 1 < j_end) {
-      load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, (j + 1) * kBc, sk, p.head_dim);
+    if (n + 1 < walk.count) {
+      load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, walk.block(n + 1) * kBc, sk, p.head_dim);
       cp_async_commit();
     }
 
@@ -226,7 +237,7 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
         ldsm_p.template store<mt, kk>(p_frag[mt][kk], p_own, lane);
       });
     });
-    if (j + 1 < j_end) cp_async_wait<1>();  // V_j has landed; K_j+1 may still be on its way
+    if (n + 1 < walk.count) cp_async_wait<1>();  // V_j has landed; the next K may still be on its way
     else cp_async_wait<0>();
     __syncthreads();  // V_j and the other half of P~ are in shared memory
 
@@ -283,6 +294,7 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
 template <typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
   const bool cap = p.softcap > 0.f, extras = p.has_extras();
+  check_block_lists(p.forward_blocks, kBr, kBc, "fa2 forward (d = 256)");
   auto kernel = cap ? (extras ? fa2_forward_pairs_kernel<T, true, true> : fa2_forward_pairs_kernel<T, true, false>)
                     : (extras ? fa2_forward_pairs_kernel<T, false, true> : fa2_forward_pairs_kernel<T, false, false>);
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));

@@ -5,10 +5,20 @@
 
 #include <string>
 
+#include "flashlab/error.hpp"
 #include "params.hpp"
 #include "shapes.hpp"
 
 namespace flashlab::gpu {
+
+// A dense mask's block lists must be made at the tiles of the kernel that walks them (launch.hpp
+// DeviceMask makes them with shapes.hpp's functions); a launch checks before it starts.
+inline void check_block_lists(const BlockLists& l, int block_m, int block_n, const char* kernel) {
+  if (l.counts && (l.block_m != block_m || l.block_n != block_n))
+    throw Error(std::string(kernel) + ": the dense mask's block lists are for " + std::to_string(l.block_m) + " x " +
+                std::to_string(l.block_n) + " tiles and this kernel runs " + std::to_string(block_m) + " x " +
+                std::to_string(block_n));
+}
 
 // fa1_minimal.cu: Algorithm 1, fp32 scalar. l, m: (batch, heads, seqlen_q) fp32 scratch.
 void fa1_minimal_forward(const AttentionParams& p, float* l_scratch, float* m_scratch, cudaStream_t stream);
@@ -27,6 +37,9 @@ void fa2_forward_pairs_d256(const AttentionParams& p, cudaStream_t stream);
 // fa2_backward_scratch_bytes(p) bytes of device memory.
 size_t fa2_backward_scratch_bytes(const BackwardParams& p);
 void fa2_backward(const BackwardParams& p, cudaStream_t stream);
+// The opt-in shared memory per block of the current device (227 KiB on sm_90, 163 KiB on A100): what
+// fa2_backward_shape is asked with.
+size_t max_smem_per_block();
 
 // fa3/fa3_fwd.cu: the FlashAttention-3-style Hopper forward (TMA, wgmma, warp-specialized, persistent),
 // bf16 or fp16, head dims as fa2. fa3_forward_unsupported says why a problem or this device cannot run it

@@ -6,6 +6,7 @@
 #include "flashlab/dropout.hpp"
 #include "flashlab/error.hpp"
 #include "kernels.hpp"
+#include "block_mask.hpp"
 
 namespace flashlab::gpu {
 
@@ -41,27 +42,103 @@ DeviceSlopes::DeviceSlopes(const Problem& problem, AttentionParams& p, cudaStrea
   p.alibi_slopes = static_cast<const float*>(ptr_);
 }
 
+namespace {
+
+// FlexAttention's compressed block mask of one kernel's tiles (block_m query rows x block_n keys), for
+// each batch variant, appended to `words`: lines are Q blocks (by_q) or K/V blocks, each listing the
+// blocks of the other side it must visit, the partial ones first.
+template <class Out>
+void append_lists(const Problem& problem, int block_m, int block_n, bool by_q, int variants, Out& lists,
+                  std::vector<int32_t>& words) {
+  const tiled::Tiling tiling{block_m, block_n};
+  std::vector<int32_t> counts, index;
+  for (int v = 0; v < variants; ++v) {
+    const tiled::BlockMask mask(problem, v, tiling);
+    const int64_t lines = by_q ? mask.Tr() : mask.Tc(), cross = by_q ? mask.Tc() : mask.Tr();
+    lists.lists.lines = int(lines);
+    lists.lists.cross = int(cross);
+    for (int64_t line = 0; line < lines; ++line) {
+      int32_t partial = 0, full = 0;
+      for (const tiled::TileKind kind : {tiled::TileKind::partial, tiled::TileKind::full})
+        for (int64_t x = 0; x < cross; ++x)
+          if ((by_q ? mask.kind(line, x) : mask.kind(x, line)) == kind) {
+            index.push_back(int32_t(x));
+            ++(kind == tiled::TileKind::partial ? partial : full);
+          }
+      index.resize(size_t((int64_t(v) * lines + line + 1) * cross), 0);
+      counts.push_back(partial);
+      counts.push_back(full);
+    }
+  }
+  lists.lists.block_m = block_m;
+  lists.lists.block_n = block_n;
+  lists.lists.by_batch = variants > 1;
+  lists.counts_at = words.size();
+  words.insert(words.end(), counts.begin(), counts.end());
+  lists.index_at = words.size();
+  words.insert(words.end(), index.begin(), index.end());
+}
+
+}  // namespace
+
 DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(stream) {
   if (problem.mask.kind == MaskKind::none) return;
-  if (!problem.interval_mask() || problem.varlen())
-    throw Error("the GPU kernels take a mask function's rows as intervals of a fixed-length batch");
-  const size_t rows = size_t(problem.batch * problem.seqlen_q);
-  std::vector<int> bounds(2 * rows);
+  if (problem.varlen()) throw Error("the GPU kernels take a mask function on fixed-length batches");
+  rows_ = size_t(problem.batch * problem.seqlen_q);
+  std::vector<int32_t> words(2 * rows_);
   for (int64_t b = 0; b < problem.batch; ++b)
     for (int64_t i = 0; i < problem.seqlen_q; ++i) {
-      bounds[size_t(b * problem.seqlen_q + i)] = int(problem.col_begin(b, i));
-      bounds[rows + size_t(b * problem.seqlen_q + i)] = int(problem.col_end(b, i));
+      words[size_t(b * problem.seqlen_q + i)] = int32_t(problem.col_begin(b, i));
+      words[rows_ + size_t(b * problem.seqlen_q + i)] = int32_t(problem.col_end(b, i));
     }
-  FLASHLAB_CUDA(cudaMallocAsync(&ptr_, bounds.size() * 4, stream));
-  FLASHLAB_CUDA(cudaMemcpyAsync(ptr_, bounds.data(), bounds.size() * 4, cudaMemcpyHostToDevice, stream));
+
+  dense_ = !problem.interval_mask();
+  if (dense_) {
+    // The bits, row by row in 32-key words; a dimension the mask does not have gets stride 0.
+    const DenseMask& m = *problem.mask.dense;
+    const int64_t sq = problem.seqlen_q, sk = problem.seqlen_k, row_words = (sk + 31) / 32;
+    const int64_t nb = m.varies_by_batch() ? problem.batch : 1, nh = m.varies_by_head() ? problem.heads_q : 1;
+    bits_.row_words = int(row_words);
+    bits_.head_stride = nh > 1 ? sq * row_words : 0;
+    bits_.batch_stride = nb > 1 ? nh * sq * row_words : 0;
+    bits_at_ = words.size();
+    words.resize(words.size() + size_t(nb * nh * sq * row_words), 0);
+    int32_t* at = words.data() + bits_at_;
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t h = 0; h < nh; ++h)
+        for (int64_t i = 0; i < sq; ++i, at += row_words)
+          for (int64_t j = 0; j < sk; ++j)
+            if (m.at(b, h, i, j)) at[j / 32] = int32_t(uint32_t(at[j / 32]) | (1u << (j % 32)));
+
+    // The lists at each fa2 kernel's tiles, as its launch will pick them (shapes.hpp).
+    const int d = fa2_padded_head_dim(int(problem.head_dim));
+    if (d == 0) throw Error("fa2 takes head dims up to 256: no block lists for head_dim " + std::to_string(problem.head_dim));
+    const int variants = m.varies_by_batch() ? int(problem.batch) : 1;
+    const TileShape fwd = fa2_forward_shape(d), kv = fa2_backward_shape(d, int(max_smem_per_block())),
+                    dq = fa2_backward_dq_shape(d);
+    append_lists(problem, fwd.block_m, fwd.block_n, true, variants, forward_, words);
+    append_lists(problem, kv.block_m, kv.block_n, false, variants, dkdv_, words);
+    append_lists(problem, dq.block_m, dq.block_n, true, variants, dq_, words);
+  }
+
+  FLASHLAB_CUDA(cudaMallocAsync(&ptr_, words.size() * 4, stream));
+  FLASHLAB_CUDA(cudaMemcpyAsync(ptr_, words.data(), words.size() * 4, cudaMemcpyHostToDevice, stream));
   FLASHLAB_CUDA(cudaStreamSynchronize(stream));  // the pageable source is freed when this returns
-  rows_ = rows;
 }
 
 void DeviceMask::set(AttentionParams& p) const {
   if (!ptr_) return;
-  p.mask_lo = static_cast<const int*>(ptr_);
-  p.mask_hi = p.mask_lo + rows_;
+  const int32_t* base = static_cast<const int32_t*>(ptr_);
+  p.mask_lo = base;
+  p.mask_hi = base + rows_;
+  if (!dense_) return;
+  p.bits = bits_;
+  p.bits.words = reinterpret_cast<const uint32_t*>(base + bits_at_);
+  for (auto [to, from] : {std::pair{&p.forward_blocks, &forward_}, {&p.dkdv_blocks, &dkdv_}, {&p.dq_blocks, &dq_}}) {
+    *to = from->lists;
+    to->counts = base + from->counts_at;
+    to->index = base + from->index_at;
+  }
 }
 
 DeviceMask::~DeviceMask() {

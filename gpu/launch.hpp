@@ -29,10 +29,13 @@ class DeviceSlopes {
   cudaStream_t stream_ = nullptr;
 };
 
-// A mask function on the device for launches on `stream` (params.hpp mask_lo / mask_hi: Problem::col_begin /
-// col_end of every row of every entry), uploaded when made and freed stream-ordered with this object;
-// set() points a launch's params at it, so one DeviceMask serves many calls (FlexAttention's
-// create_block_mask once, attention many times). Nothing without a mask kind.
+// A mask function on the device for launches on `stream`, uploaded when made and freed stream-ordered
+// with this object; set() points a launch's params at it, so one DeviceMask serves many calls
+// (FlexAttention's create_block_mask once, attention many times). Nothing without a mask kind.
+//   every kind   each row's interval of keys (params.hpp mask_lo / mask_hi: Problem::col_begin / col_end
+//                of every row of every entry; for a dense mask the window its bits are read within)
+//   dense        the bits (DenseBits) and, for each fa2 kernel, FlexAttention's compressed block mask at
+//                that kernel's tiles (BlockLists, from tiled_cpu's BlockMask, the one every consumer uses)
 class DeviceMask {
  public:
   DeviceMask(const Problem& problem, cudaStream_t stream);
@@ -43,8 +46,17 @@ class DeviceMask {
   void set(AttentionParams& p) const;
 
  private:
+  // Where each part sits in the one upload, in 4-byte words; lists' pointers are filled by set().
+  struct Lists {
+    BlockLists lists;
+    size_t counts_at = 0, index_at = 0;
+  };
   void* ptr_ = nullptr;
   size_t rows_ = 0;
+  bool dense_ = false;
+  size_t bits_at_ = 0;
+  DenseBits bits_;
+  Lists forward_, dkdv_, dq_;
   cudaStream_t stream_ = nullptr;
 };
 

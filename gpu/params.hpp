@@ -9,6 +9,28 @@ namespace flashlab::gpu {
 
 enum class Dtype : int { fp32 = 0, fp16 = 1, bf16 = 2 };
 
+// A dense mask's bits (core's MaskKind::dense, true = may attend), one bit a (query row, key):
+// word (b, h, i, j / 32) at words + b batch_stride + h head_stride + i row_words, bit j % 32. A mask
+// that does not vary by batch entry or head has stride 0 there.
+struct DenseBits {
+  const uint32_t* words = nullptr;  // device; null: no dense mask
+  int64_t batch_stride = 0, head_stride = 0;
+  int row_words = 0;  // ceil(seqlen_k / 32)
+};
+
+// FlexAttention's compressed block mask at one kernel's tiles (tiled_cpu/block_mask.hpp compress()):
+// for each line (a Q block of block_m rows for the forward and dQ, a K/V block of block_n keys for
+// dK / dV) the count of its partial blocks and of its full ones, and their indices, the partial ones
+// first: line L of batch variant v lists index[(v lines + L) cross + n] for n < partial + full, where
+// n < partial needs the element mask and the rest do not. Blocks not listed are never visited.
+struct BlockLists {
+  const int* counts = nullptr;  // device (variants, lines, 2): partial, full; null: no lists
+  const int* index = nullptr;   // device (variants, lines, cross)
+  int lines = 0, cross = 0;     // lines and the blocks of the other side a line can list
+  int block_m = 0, block_n = 0; // the kernel tiles the lists were made for (the launch checks them)
+  bool by_batch = false;        // variant = batch entry (a 4-d mask with a batch dimension), else 0
+};
+
 struct AttentionParams {
   const void* q = nullptr;    // (batch, seqlen_q, heads_q,  head_dim)
   const void* k = nullptr;    // (batch, seqlen_k, heads_kv, head_dim)
@@ -45,6 +67,12 @@ struct AttentionParams {
   // Null: the window rule (mask.cuh).
   const int* mask_lo = nullptr;
   const int* mask_hi = nullptr;
+  // A dense mask (holes inside a row): mask_lo / mask_hi hold the interval its bits are read within
+  // (the window), `bits` the holes, and each kernel walks its own tiles' block lists.
+  DenseBits bits;
+  BlockLists forward_blocks;  // fa2 forward: lines are its Q blocks
+  BlockLists dkdv_blocks;     // fa2 backward dK / dV: lines are its K/V blocks
+  BlockLists dq_blocks;       // fa2 backward deterministic dQ: lines are its Q blocks
 };
 
 // The backward adds the output gradient, the input gradients and fp32 scratch.

@@ -70,6 +70,34 @@ __device__ inline RowMask row_mask(const AttentionParams& p, const Sequence& s, 
           p.window_left, p.window_right};
 }
 
+// The blocks a CTA visits along its line: the run [begin, begin + count), or under a dense mask its
+// line's block list (params.hpp BlockLists: the partial blocks first, then the full ones). With no
+// list (`list` null at compile time in the kernels without extras) block(n) is begin + n.
+struct BlockWalk {
+  const int* list = nullptr;
+  int begin = 0, count = 0, partial = 0;
+  __device__ int block(int n) const { return list ? list[n] : begin + n; }
+  // Whether listed block n needs the element mask (lists only: a run asks KeyBlocks / the interval).
+  __device__ bool listed_partial(int n) const { return n < partial; }
+};
+__device__ inline BlockWalk block_walk(const BlockLists& l, int b, int line, int begin, int end) {
+  if (!l.counts) return {nullptr, begin, end > begin ? end - begin : 0, 0};
+  const int64_t at = int64_t(l.by_batch ? b : 0) * l.lines + line;
+  return {l.index + at * l.cross, 0, l.counts[2 * at] + l.counts[2 * at + 1], l.counts[2 * at]};
+}
+
+// One query row's bits of a dense mask (params.hpp DenseBits); rows past sq (a last block's padding)
+// read the last row's, keys past sk are masked.
+struct BitRow {
+  const uint32_t* words;
+  int count;
+  __device__ uint32_t word(int w) const { return w < count ? words[w] : 0u; }
+  __device__ bool visible(int key) const { return (word(key >> 5) >> (key & 31)) & 1u; }
+};
+__device__ inline BitRow bit_row(const DenseBits& d, int b, int h, int row, int sq) {
+  return {d.words + b * d.batch_stride + h * d.head_stride + int64_t(min(row, sq - 1)) * d.row_words, d.row_words};
+}
+
 // The query rows [lo, hi) that see at least one key of [k_lo, k_hi) (0 <= k_lo < k_hi <= sk):
 // col_end(r) > k_lo and col_begin(r) < k_hi, both monotone in r.
 struct RowRange {

@@ -31,6 +31,24 @@ __device__ __forceinline__ void mask(float (&s)[kN8][4], int key0, int qcol, con
     }
 }
 
+// -inf where a dense mask's bit is 0 (sequence.cuh BitRow): rows[r] is half-row r's row of bits, key0
+// the tile's first key, a multiple of 32, so that n-tiles 4w .. 4w + 3 read word w once.
+template <int kN8, class Bits>
+__device__ __forceinline__ void mask_bits(float (&s)[kN8][4], int key0, int qcol, const Bits (&rows)[2]) {
+  static_assert(kN8 % 4 == 0, "a tile of whole 32-key words");
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int w = 0; w < kN8 / 4; ++w) {
+      const uint32_t word = rows[r].word((key0 >> 5) + w);
+#pragma unroll
+      for (int n = 4 * w; n < 4 * w + 4; ++n)
+#pragma unroll
+        for (int e = 2 * r; e < 2 * r + 2; ++e)
+          if (!((word >> ((n % 4) * 8 + qcol + (e & 1))) & 1u)) s[n][e] = -INFINITY;
+    }
+}
+
 // ALiBi: s -= slope |diag[r] - col| (diag[r]: the diagonal's column in half-row r's row, i + sk - sq;
 // slope in the units of s). key0: the tile's first key.
 template <int kN8>
