@@ -22,14 +22,16 @@ static_assert(offsetof(flashlab_problem, mask_kind) == 152 && offsetof(flashlab_
               "ABI 1's structs are frozen: append new fields after them");
 
 // The caller's struct, of any version in `known`, as this header's struct: the fields a version-1
-// caller does not have are 0 (no mask). A size or version not in `known` is refused before any field
-// is read.
+// caller does not have are 0 (no mask). Only the caller's own struct_size bytes are read, and a size or
+// version not in `known` is refused before any field past the two is.
 template <class Struct, size_t N>
-Struct upgraded(const Struct& c, const Layout (&known)[N], const char* name) {
+Struct upgraded(const void* caller, const Layout (&known)[N], const char* name) {
+  uint32_t header[2];  // struct_size, abi_version
+  std::memcpy(header, caller, sizeof header);
   for (const Layout& l : known)
-    if (c.struct_size == l.size && c.abi_version == l.version) {
+    if (header[0] == l.size && header[1] == l.version) {
       Struct s{};
-      std::memcpy(static_cast<void*>(&s), &c, l.size);
+      std::memcpy(static_cast<void*>(&s), caller, l.size);
       s.struct_size = sizeof(Struct);
       s.abi_version = FLASHLAB_ABI_VERSION;
       return s;
@@ -37,8 +39,8 @@ Struct upgraded(const Struct& c, const Layout (&known)[N], const char* name) {
   std::string versions;
   for (const Layout& l : known)
     versions += (versions.empty() ? "" : ", ") + std::to_string(l.size) + " bytes with version " + std::to_string(l.version);
-  throw Error(std::string(name) + ": the caller's struct has struct_size " + std::to_string(c.struct_size) +
-              " and abi_version " + std::to_string(c.abi_version) + "; this library (ABI " +
+  throw Error(std::string(name) + ": the caller's struct has struct_size " + std::to_string(header[0]) +
+              " and abi_version " + std::to_string(header[1]) + "; this library (ABI " +
               std::to_string(FLASHLAB_ABI_VERSION) + ") reads " + versions +
               ": set both fields, and build against this library's flashlab.h");
 }
@@ -98,7 +100,7 @@ void read_dense_bits(const uint8_t* src, DenseMask& dense) {
 
 Problem to_problem(const flashlab_problem* caller) {
   if (!caller) throw Error("problem is NULL: pass a flashlab_problem");
-  const flashlab_problem c = upgraded(*caller, kProblemLayouts, "flashlab_problem");
+  const flashlab_problem c = upgraded<flashlab_problem>(caller, kProblemLayouts, "flashlab_problem");
   if (c.dtype < FLASHLAB_FP32 || c.dtype > FLASHLAB_BF16)
     throw Error("invalid problem: dtype must be 0 (fp32), 1 (fp16) or 2 (bf16), got " + std::to_string(c.dtype));
   Problem p;
@@ -138,12 +140,12 @@ Problem to_problem(const flashlab_problem* caller) {
 
 flashlab_tensors checked_tensors(const flashlab_tensors* t) {
   if (!t) throw Error("tensors is NULL: pass a flashlab_tensors");
-  return upgraded(*t, kTensorsLayouts, "flashlab_tensors");
+  return upgraded<flashlab_tensors>(t, kTensorsLayouts, "flashlab_tensors");
 }
 
 flashlab_decode checked_decode(const flashlab_decode* call) {
   if (!call) throw Error("call is NULL");
-  return upgraded(*call, kDecodeLayouts, "flashlab_decode");
+  return upgraded<flashlab_decode>(call, kDecodeLayouts, "flashlab_decode");
 }
 
 }  // namespace flashlab::capi

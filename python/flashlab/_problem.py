@@ -59,7 +59,7 @@ class ProblemArgs:
             raise ValueError(f"mask kind {kind!r}: expected one of {', '.join(_abi.MASK_KINDS)}")
         p.mask_kind = _abi.MASK_KINDS[kind]
         if kind == "prefix-lm":
-            p.mask_prefix, p.mask_prefix_count = self._int64s([value] if isinstance(value, int) else value)
+            p.mask_prefix, p.mask_prefix_count = self._int64s(value if hasattr(value, "__len__") else [value])
         elif kind == "document":
             p.doc_lengths, p.doc_lengths_count = self._int64s(value)
         elif kind == "chunked":
