@@ -8,10 +8,13 @@
 
 namespace flashlab::capi {
 
-// problem_in.cpp: the caller's struct as a validated Problem; throws Error naming the bad field.
+// problem_in.cpp: the caller's struct (of any ABI version the library reads) as a validated Problem,
+// mask included; throws Error naming the bad field.
 Problem to_problem(const flashlab_problem* c);
-// Throws unless `t` is a flashlab_tensors of this ABI.
-const flashlab_tensors& checked_tensors(const flashlab_tensors* t);
+// The caller's tensors or decode call as this ABI's struct (an older version's missing fields 0); throws
+// unless it is a struct of a version this library reads.
+flashlab_tensors checked_tensors(const flashlab_tensors* t);
+flashlab_decode checked_decode(const flashlab_decode* call);
 
 // host_attention.cpp: a harness implementation (harness/implementations.hpp) on host fp32 tensors.
 void host_forward(const std::string& impl, const Problem& p, const flashlab_tensors& t);
@@ -23,6 +26,10 @@ bool is_device_kernel(const std::string& impl);  // fa2 | fa3 | standard
 void device_forward(const std::string& kernel, const Problem& p, const flashlab_tensors& t);
 void device_backward(const std::string& kernel, const Problem& p, const flashlab_tensors& t);
 bool built_with_cuda();
+// The problem's mask on the device for many calls of `kernel` (flashlab_mask_prepare_v2), made on `stream`;
+// device_forward / device_backward use it when t.mask is set, after checking it was made for their problem.
+flashlab_device_mask* prepare_mask(const std::string& kernel, const Problem& p, void* stream);
+void free_mask(flashlab_device_mask* mask);
 // KV-cache decoding on device tensors; returns the split count it ran.
 int device_decode(const flashlab_decode& call);
 

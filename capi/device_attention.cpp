@@ -2,6 +2,7 @@
 // problem is judged by the same rules the harness uses (Problem::validate, gpu::unsupported) and then
 // handed to gpu/launch.hpp, the launchers the positional ABI (gpu/c_api.cpp) calls too.
 #include <cmath>
+#include <optional>
 
 #include "api.hpp"
 #include "cuda_check.hpp"
@@ -9,6 +10,13 @@
 #include "flashlab/error.hpp"
 #include "host.hpp"
 #include "launch.hpp"
+
+// flashlab_mask_prepare_v2's handle: the mask on the device and the problem it was made from.
+struct flashlab_device_mask {
+  flashlab::Problem made_for;
+  flashlab::gpu::DeviceMask device;
+  flashlab_device_mask(const flashlab::Problem& p, cudaStream_t stream) : made_for(p), device(p, stream) {}
+};
 
 namespace flashlab::capi {
 namespace {
@@ -31,7 +39,7 @@ void need(const void* ptr, const char* name) {
   }
 }
 
-// The shared fields of both passes: shapes, mask, the forward's tensors (q, k, v, o, lse) and, for
+// The shared fields of both passes: shapes, the forward's tensors (q, k, v, o, lse) and, for
 // varlen, the device offsets. The problem is judged first: without a device that is what is said.
 void fill(gpu::AttentionParams& a, const std::string& kernel, const Problem& p, const flashlab_tensors& t) {
   const std::string why = gpu::unsupported(kernel, p);
@@ -57,9 +65,44 @@ void fill(gpu::AttentionParams& a, const std::string& kernel, const Problem& p, 
   }
 }
 
+// Why a mask prepared for `made` is not `p`'s ("" when it is): each row's key interval, which is what
+// the device holds, follows from the lengths, the window (causal included) and the mask.
+std::string mask_mismatch(const Problem& made, const Problem& p) {
+  const Mask &a = made.mask, &b = p.mask;
+  const bool same_dense = a.dense == b.dense || (a.dense && b.dense && a.dense->bits.shape == b.dense->bits.shape &&
+                                                 a.dense->bits.data == b.dense->bits.data);
+  const bool same = made.batch == p.batch && made.seqlen_q == p.seqlen_q && made.seqlen_k == p.seqlen_k &&
+                    made.left() == p.left() && made.right() == p.right() && a.kind == b.kind && a.prefix == b.prefix &&
+                    a.doc_lengths == b.doc_lengths && a.chunk == b.chunk && same_dense;
+  if (same) return "";
+  return "tensors->mask was prepared for " + made.describe() + ", but this call is " + p.describe() +
+         " (the batch, lengths, causal / window and mask must match): prepare one for this problem "
+         "(flashlab_mask_prepare_v2), or pass tensors->mask = NULL";
+}
+
+// The launch's mask: the caller's prepared one when it is this problem's, else one uploaded for this
+// call into `own` (freed stream-ordered when `own` goes out of scope).
+void set_mask(gpu::AttentionParams& a, const Problem& p, const flashlab_tensors& t,
+              std::optional<gpu::DeviceMask>& own) {
+  if (!t.mask) {
+    own.emplace(p, a, static_cast<cudaStream_t>(t.stream));
+    return;
+  }
+  if (const std::string why = mask_mismatch(t.mask->made_for, p); !why.empty()) throw Error(why);
+  t.mask->device.set(a);
+}
+
 }  // namespace
 
 bool built_with_cuda() { return true; }
+
+flashlab_device_mask* prepare_mask(const std::string& kernel, const Problem& p, void* stream) {
+  const std::string why = gpu::unsupported(kernel, p);
+  if (!why.empty()) throw Error(kernel + " cannot run this problem, so no mask is prepared for it: " + why);
+  return new flashlab_device_mask(p, static_cast<cudaStream_t>(stream));
+}
+
+void free_mask(flashlab_device_mask* mask) { delete mask; }
 
 bool is_device_kernel(const std::string& impl) {
   for (const char* k : kKernels)
@@ -71,6 +114,8 @@ void device_forward(const std::string& kernel, const Problem& p, const flashlab_
   gpu::AttentionParams a;
   fill(a, kernel, p, t);
   const gpu::DeviceSlopes slopes(p, a, static_cast<cudaStream_t>(t.stream));
+  std::optional<gpu::DeviceMask> mask;
+  set_mask(a, p, t, mask);
   gpu::launch_forward(kernel, a, static_cast<cudaStream_t>(t.stream));
 }
 
@@ -86,6 +131,8 @@ void device_backward(const std::string& kernel, const Problem& p, const flashlab
   a.dv = t.dv;
   a.deterministic = t.deterministic != 0;
   const gpu::DeviceSlopes slopes(p, a, static_cast<cudaStream_t>(t.stream));
+  std::optional<gpu::DeviceMask> mask;
+  set_mask(a, p, t, mask);
   gpu::launch_backward(kernel, a, static_cast<cudaStream_t>(t.stream));
 }
 

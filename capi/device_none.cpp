@@ -13,6 +13,14 @@ void device_forward(const std::string& kernel, const Problem&, const flashlab_te
                        "use a CPU implementation (reference, tiled-fa2, ...) or rebuild where nvcc is installed");
 }
 
+flashlab_device_mask* prepare_mask(const std::string& kernel, const Problem&, void*) {
+  throw Error(kernel + ": a device mask needs the GPU, and this libflashlab was built without CUDA (no nvcc at "
+                       "configure time); the CPU implementations take the mask in flashlab_problem itself");
+}
+
+// prepare_mask never makes one here, so there is nothing a caller could hand back.
+void free_mask(flashlab_device_mask*) {}
+
 int device_decode(const flashlab_decode&) {
   throw Error("decode: this libflashlab was built without CUDA (no nvcc at configure time); "
               "flashlab check --decode runs the CPU implementations");

@@ -53,7 +53,7 @@ void hand_out(const std::string& s, char** out) {
 void attention(const char* impl_name, const flashlab_problem* problem, const flashlab_tensors* tensors, bool backward) {
   const std::string impl = text(impl_name, "impl");
   const Problem p = capi::to_problem(problem);
-  const flashlab_tensors& t = capi::checked_tensors(tensors);
+  const flashlab_tensors t = capi::checked_tensors(tensors);
   if (capi::is_device_kernel(impl)) {
     backward ? capi::device_backward(impl, p, t) : capi::device_forward(impl, p, t);
   } else if (capi::is_host_implementation(impl)) {
@@ -88,6 +88,20 @@ int flashlab_backward_v1(const char* impl, const flashlab_problem* problem, cons
   return guarded(error, error_len, [&] { attention(impl, problem, tensors, true); });
 }
 
+int flashlab_mask_prepare_v2(const char* kernel, const flashlab_problem* problem, void* stream,
+                             flashlab_device_mask** out, char* error, size_t error_len) {
+  return guarded(error, error_len, [&] {
+    if (!out) throw Error("out is NULL: pass the address of a flashlab_device_mask*");
+    *out = nullptr;
+    const std::string name = text(kernel, "kernel");
+    if (!capi::is_device_kernel(name))
+      throw Error("unknown kernel '" + name + "': a device mask is made for a GPU kernel (fa2, fa3 or standard)");
+    *out = capi::prepare_mask(name, capi::to_problem(problem), stream);
+  });
+}
+
+void flashlab_mask_free(flashlab_device_mask* mask) { capi::free_mask(mask); }
+
 int flashlab_estimate(const flashlab_problem* problem, const char* gpu, const char* algo, const char* pass,
                       const char* impl, char** json_out, char* error, size_t error_len) {
   return guarded(error, error_len, [&] {
@@ -115,12 +129,7 @@ int flashlab_check(const char* impl, const flashlab_problem* problem, const char
 
 int flashlab_decode_v1(const flashlab_decode* call, int32_t* num_splits_out, char* error, size_t error_len) {
   return guarded(error, error_len, [&] {
-    if (!call) throw Error("call is NULL");
-    if (call->struct_size != sizeof(flashlab_decode) || call->abi_version != FLASHLAB_ABI_VERSION)
-      throw Error("flashlab_decode: struct_size " + std::to_string(call->struct_size) + " / abi_version " +
-                  std::to_string(call->abi_version) + " is not this library's (" + std::to_string(sizeof(flashlab_decode)) +
-                  " / " + std::to_string(FLASHLAB_ABI_VERSION) + "): build against its include/flashlab.h");
-    const int splits = capi::device_decode(*call);
+    const int splits = capi::device_decode(capi::checked_decode(call));
     if (num_splits_out) *num_splits_out = splits;
   });
 }

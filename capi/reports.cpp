@@ -45,7 +45,7 @@ std::string walk_jsonl(const Problem& p, const std::string& order_name, int64_t 
   const tiled::Order order = tiled::parse_order(order_name);
   harness::Inputs in = harness::random_inputs(p, p.seed);  // what `flashlab trace` walks
   if (inputs) {
-    const flashlab_tensors& t = checked_tensors(inputs);
+    const flashlab_tensors t = checked_tensors(inputs);
     const auto copy = [&](const void* src, const char* name, Tensor& dst) {
       if (!src) throw Error(std::string("walk: tensors->") + name + " is NULL (pass no tensors at all for random inputs)");
       const float* f = static_cast<const float*>(src);

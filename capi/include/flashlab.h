@@ -4,7 +4,12 @@
  * Versioning: every struct opens with `struct_size` (sizeof the struct as the caller compiled it) and
  * `abi_version` (FLASHLAB_ABI_VERSION of the caller's header). The library refuses a struct whose size
  * or version it does not know, with a message saying which header to build against; fields are only
- * ever appended, and a new field makes a new version.
+ * ever appended, and a new field makes a new version. Versions:
+ *   1  the first: flashlab_problem up to cu_seqlens_k, flashlab_tensors up to pad0
+ *   2  masks: flashlab_problem's mask fields (mask_kind ... pad2), flashlab_tensors' `mask` (a prepared
+ *      device mask, flashlab_mask_prepare_v2); flashlab_decode is unchanged
+ * A version-1 struct (its own size and abi_version 1) is still accepted, as if its missing fields were 0:
+ * no mask, the device mask built per call.
  *
  * Errors: every entry point returns 0 on success, and otherwise a non-zero code with a one-line reason
  * written into `error` (at most error_len bytes, always NUL-terminated). Nothing throws across the ABI.
@@ -26,7 +31,7 @@
 extern "C" {
 #endif
 
-#define FLASHLAB_ABI_VERSION 1
+#define FLASHLAB_ABI_VERSION 2
 
 #if defined(__GNUC__)
 #define FLASHLAB_API __attribute__((visibility("default")))
@@ -35,6 +40,20 @@ extern "C" {
 #endif
 
 enum flashlab_dtype { FLASHLAB_FP32 = 0, FLASHLAB_FP16 = 1, FLASHLAB_BF16 = 2 };
+
+/* A mask function beyond causal / window (core/include/flashlab/mask.hpp has the definitions), with
+ * diag(i) = i + seqlen_k - seqlen_q:
+ *   PREFIX_LM  j < prefix_b or j <= diag(i)               mask_prefix: one length, or one per batch entry
+ *   DOCUMENT   doc(i) == doc(j) [and j <= i if causal]     doc_lengths: the packed documents, sum = seqlen
+ *   CHUNKED    chunk(diag(i)) == chunk(j), j <= diag(i)    chunk: keys per chunk
+ *   DENSE      dense_mask[b, h, i, j] != 0                 host bytes, (sq, sk) or (batch|1, heads|1, sq, sk) */
+enum flashlab_mask_kind {
+  FLASHLAB_MASK_NONE = 0,
+  FLASHLAB_MASK_PREFIX_LM = 1,
+  FLASHLAB_MASK_DOCUMENT = 2,
+  FLASHLAB_MASK_CHUNKED = 3,
+  FLASHLAB_MASK_DENSE = 4
+};
 
 /* One attention call, described completely (flashlab::Problem's fields, C types). */
 typedef struct flashlab_problem {
@@ -56,7 +75,24 @@ typedef struct flashlab_problem {
   uint64_t seed;                /* dropout's seed; the walk's random inputs when it is given no tensors */
   const int32_t* cu_seqlens_q;  /* host memory, (batch + 1,) cumulative offsets; NULL: fixed length */
   const int32_t* cu_seqlens_k;
+  /* ABI 2: the mask (enum flashlab_mask_kind above). Host memory, read during the call only (copied).
+   * The fields of kinds other than mask_kind must be 0 / NULL. */
+  int32_t mask_kind;            /* enum flashlab_mask_kind; 0: none */
+  int32_t pad1;
+  const int64_t* mask_prefix;   /* PREFIX_LM: (mask_prefix_count,), 1 or batch entries */
+  int64_t mask_prefix_count;
+  const int64_t* doc_lengths;   /* DOCUMENT: (doc_lengths_count,), positive, summing to seqlen_q == seqlen_k */
+  int64_t doc_lengths_count;
+  int64_t chunk;                /* CHUNKED: keys per chunk, > 0 */
+  const uint8_t* dense_mask;    /* DENSE: one byte per element, nonzero = may attend, C order of dense_shape */
+  int64_t dense_shape[4];       /* the first dense_ndim used: (sq, sk) or (batch|1, heads|1, sq, sk) */
+  int32_t dense_ndim;           /* 2 or 4 (0 without a dense mask) */
+  int32_t pad2;
 } flashlab_problem;
+
+/* A mask uploaded to the device once (flashlab_mask_prepare_v2) for many calls: FlexAttention's
+ * create_block_mask. Opaque; freed with flashlab_mask_free. */
+typedef struct flashlab_device_mask flashlab_device_mask;
 
 /* The tensors of one call. Forward reads q, k, v and writes o, lse; backward reads q, k, v, o, lse, d_o
  * and writes dq, dk, dv (dq, dk, dv shaped like q, k, v). Host memory for the CPU implementations,
@@ -78,6 +114,9 @@ typedef struct flashlab_tensors {
   void* stream;                 /* GPU: a cudaStream_t (NULL: the default stream) */
   int32_t deterministic;        /* GPU fa2 backward: dQ without atomics */
   int32_t pad0;
+  /* ABI 2 */
+  const flashlab_device_mask* mask; /* GPU: the problem's mask, prepared; NULL: uploaded for this call.
+                                       Refused when made for another shape or mask. The CPU ignores it. */
 } flashlab_tensors;
 
 /* One KV-cache decoding call on the GPU (flash_attn_with_kvcache; core/include/flashlab/decode_problem.hpp
@@ -136,6 +175,16 @@ FLASHLAB_API int flashlab_forward_v1(const char* impl, const flashlab_problem* p
                         char* error, size_t error_len);
 FLASHLAB_API int flashlab_backward_v1(const char* impl, const flashlab_problem* problem, const flashlab_tensors* tensors,
                          char* error, size_t error_len);
+
+/* The problem's mask on the device, for calls of `kernel` (fa2: prefix-lm, document, chunked) with
+ * problems of the same batch, seqlen_q, seqlen_k, causal / window and mask (a call with another is
+ * refused): the per-call host work (each row's key interval) and upload done once. Made on `stream` (a
+ * cudaStream_t, NULL: the default stream), which frees it; free it once the calls using it are done.
+ * Without CUDA it fails with the reason. A problem without a mask gives a handle that sets none. */
+FLASHLAB_API int flashlab_mask_prepare_v2(const char* kernel, const flashlab_problem* problem, void* stream,
+                                          flashlab_device_mask** out, char* error, size_t error_len);
+/* Frees a prepared mask (NULL: nothing). */
+FLASHLAB_API void flashlab_mask_free(flashlab_device_mask* mask);
 
 /* The simulator's records for one problem, exactly `flashlab estimate --format json` (a JSON array).
  * gpu: a preset name; algo: standard | math | fa1 | fa2 | fa3 | all; pass: fwd | bwd | fwd+bwd;

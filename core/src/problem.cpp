@@ -88,7 +88,7 @@ void check_mask(const Problem& p) {
       const bool four = s.size() == 4 && (s[0] == 1 || s[0] == p.batch) && (s[1] == 1 || s[1] == p.heads_q) &&
                         s[2] == p.seqlen_q && s[3] == p.seqlen_k;
       if (!two && !four)
-        fail("the mask file '" + m.dense->source + "' has shape " + shape_string(s) + "; expected (seqlen_q, seqlen_k) = (" +
+        fail("the dense mask (" + m.dense->source + ") has shape " + shape_string(s) + "; expected (seqlen_q, seqlen_k) = (" +
              std::to_string(p.seqlen_q) + ", " + std::to_string(p.seqlen_k) + ") or (batch, heads, seqlen_q, seqlen_k) = (" +
              std::to_string(p.batch) + ", " + std::to_string(p.heads_q) + ", " + std::to_string(p.seqlen_q) + ", " +
              std::to_string(p.seqlen_k) + "), batch and heads may be 1");

@@ -1,5 +1,6 @@
-"""The C ABI of libflashlab.so (capi/include/flashlab.h) in ctypes: its two structs, field for field,
-the library's entry points with their argument types, and where the library is found.
+"""The C ABI of libflashlab.so (capi/include/flashlab.h) in ctypes: its structs, field for field (ABI 2:
+the mask fields of flashlab_problem, the prepared device mask of flashlab_tensors), the library's entry
+points with their argument types, and where the library is found.
 
 The library is looked for, first found wins:
   1. $FLASHLAB_LIBRARY (a path to the .so);
@@ -9,9 +10,11 @@ The library is looked for, first found wins:
 import ctypes
 import os
 
-ABI_VERSION = 1  # FLASHLAB_ABI_VERSION of the header these structs mirror
+ABI_VERSION = 2  # FLASHLAB_ABI_VERSION of the header these structs mirror
 FP32, FP16, BF16 = 0, 1, 2
 DTYPE_NAMES = {"fp32": FP32, "fp16": FP16, "bf16": BF16}
+# enum flashlab_mask_kind, by core's names (core/include/flashlab/mask.hpp)
+MASK_KINDS = {"none": 0, "prefix-lm": 1, "document": 2, "chunked": 3, "dense": 4}
 
 
 class Problem(ctypes.Structure):
@@ -39,7 +42,23 @@ class Problem(ctypes.Structure):
         ("seed", ctypes.c_uint64),
         ("cu_seqlens_q", ctypes.POINTER(ctypes.c_int32)),
         ("cu_seqlens_k", ctypes.POINTER(ctypes.c_int32)),
+        # ABI 2: the mask
+        ("mask_kind", ctypes.c_int32),
+        ("pad1", ctypes.c_int32),
+        ("mask_prefix", ctypes.POINTER(ctypes.c_int64)),
+        ("mask_prefix_count", ctypes.c_int64),
+        ("doc_lengths", ctypes.POINTER(ctypes.c_int64)),
+        ("doc_lengths_count", ctypes.c_int64),
+        ("chunk", ctypes.c_int64),
+        ("dense_mask", ctypes.c_void_p),
+        ("dense_shape", ctypes.c_int64 * 4),
+        ("dense_ndim", ctypes.c_int32),
+        ("pad2", ctypes.c_int32),
     ]
+
+
+# ABI 1's struct size: the offset of the first field ABI 2 appended (the library still reads such structs).
+PROBLEM_V1_SIZE = Problem.mask_kind.offset
 
 
 class Tensors(ctypes.Structure):
@@ -61,7 +80,11 @@ class Tensors(ctypes.Structure):
         ("stream", ctypes.c_void_p),
         ("deterministic", ctypes.c_int32),
         ("pad0", ctypes.c_int32),
+        ("mask", ctypes.c_void_p),  # ABI 2: a flashlab_device_mask* (flashlab_mask_prepare_v2), or NULL
     ]
+
+
+TENSORS_V1_SIZE = Tensors.mask.offset
 
 
 class Decode(ctypes.Structure):
@@ -157,6 +180,9 @@ def lib():
         "flashlab_walk": ([P, c.c_char_p, c.c_int64, c.c_int64, T, text_out, c.c_char_p, c.c_size_t], c.c_int),
         "flashlab_check": ([c.c_char_p, P, c.c_char_p, text_out, c.c_char_p, c.c_size_t], c.c_int),
         "flashlab_decode_v1": ([c.POINTER(Decode), c.POINTER(c.c_int32), c.c_char_p, c.c_size_t], c.c_int),
+        "flashlab_mask_prepare_v2": ([c.c_char_p, P, c.c_void_p, c.POINTER(c.c_void_p), c.c_char_p, c.c_size_t],
+                                     c.c_int),
+        "flashlab_mask_free": ([c.c_void_p], None),
     }
     for name, (args, res) in signatures.items():
         fn = getattr(handle, name)

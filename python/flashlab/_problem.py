@@ -12,7 +12,10 @@ class ProblemArgs:
 
     def __init__(self, *, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, head_dim_v=0, dtype="fp32",
                  causal=False, window_size=(-1, -1), softmax_scale=None, softcap=0.0, alibi=False,
-                 alibi_slopes=None, dropout_p=0.0, seed=0, cu_seqlens_q=None, cu_seqlens_k=None):
+                 alibi_slopes=None, dropout_p=0.0, seed=0, cu_seqlens_q=None, cu_seqlens_k=None, mask=None):
+        """mask: None, or (kind, value) with core's kinds (core/include/flashlab/mask.hpp):
+        ("prefix-lm", n or [n per batch entry]), ("document", [lengths]), ("chunked", keys per chunk),
+        ("dense", a numpy boolean array of shape (sq, sk) or (batch|1, heads|1, sq, sk)). The library judges it (Problem::validate)."""
         if dtype not in _abi.DTYPE_NAMES:
             raise ValueError(f"dtype {dtype!r}: expected one of {', '.join(_abi.DTYPE_NAMES)}")
         left, right = window_size
@@ -47,7 +50,37 @@ class ProblemArgs:
                 array = (ctypes.c_int32 * len(values))(*values)
                 self.keep.append(array)
                 setattr(p, field, ctypes.cast(array, ctypes.POINTER(ctypes.c_int32)))
+        if mask is not None:
+            self._set_mask(p, *mask)
         self.struct = p
+
+    def _set_mask(self, p, kind, value):
+        if kind not in _abi.MASK_KINDS:
+            raise ValueError(f"mask kind {kind!r}: expected one of {', '.join(_abi.MASK_KINDS)}")
+        p.mask_kind = _abi.MASK_KINDS[kind]
+        if kind == "prefix-lm":
+            p.mask_prefix, p.mask_prefix_count = self._int64s(value if hasattr(value, "__len__") else [value])
+        elif kind == "document":
+            p.doc_lengths, p.doc_lengths_count = self._int64s(value)
+        elif kind == "chunked":
+            p.chunk = int(value)
+        elif kind == "dense":
+            shape = tuple(int(n) for n in value.shape)
+            if len(shape) not in (2, 4):
+                raise ValueError(f"a dense mask has shape (sq, sk) or (batch|1, heads|1, sq, sk), got {shape}")
+            data = (value != 0).astype("uint8").tobytes()
+            buf = ctypes.create_string_buffer(data, len(data))
+            self.keep.append(buf)
+            p.dense_mask = ctypes.addressof(buf)
+            p.dense_ndim = len(shape)
+            for n, size in enumerate(shape):
+                p.dense_shape[n] = size
+
+    def _int64s(self, values):
+        values = [int(x) for x in values]
+        array = (ctypes.c_int64 * max(len(values), 1))(*values)
+        self.keep.append(array)
+        return ctypes.cast(array, ctypes.POINTER(ctypes.c_int64)), len(values)
 
     @property
     def ref(self):

@@ -28,14 +28,17 @@ def visible(sq, sk, causal, window):
     return ok
 
 
-def _head(q, k, v, scale, causal, window, softcap, slope):
-    """One head: q (sq, d), k (sk, d), v (sk, dv) in fp64 -> o, lse, and what the backward needs."""
+def _head(q, k, v, scale, causal, window, softcap, slope, allowed=None):
+    """One head: q (sq, d), k (sk, d), v (sk, dv) in fp64 -> o, lse, and what the backward needs; `allowed`
+    (sq, sk) bool, a mask function's answers, narrows the window's columns further."""
     sq, sk = q.shape[0], k.shape[0]
     raw = scale * q @ k.T
     s = softcap * np.tanh(raw / softcap) if softcap > 0 else raw
     if slope:
         s = s - slope * np.abs(np.arange(sq)[:, None] + sk - sq - np.arange(sk)[None, :])
     mask = visible(sq, sk, causal, window)
+    if allowed is not None:
+        mask = mask & allowed
     s = np.where(mask, s, -np.inf)
     m = s.max(axis=1, keepdims=True)
     empty = ~np.isfinite(m)
@@ -54,8 +57,9 @@ def _slopes(heads, alibi_slopes):
 
 
 def forward(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-            cu_seqlens_q=None, cu_seqlens_k=None):
-    """o (like q, head dim of v) and lse ((batch, heads, sq) or varlen (heads, total_q)), fp64."""
+            cu_seqlens_q=None, cu_seqlens_k=None, allowed=None):
+    """o (like q, head dim of v) and lse ((batch, heads, sq) or varlen (heads, total_q)), fp64. allowed: a
+    mask function's answers, (batch, heads, sq, sk) bool (fixed-length batches only)."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
     hq, hk, d = q.shape[-2], k.shape[-2], q.shape[-1]
     scale = softmax_scale or d ** -0.5
@@ -67,7 +71,7 @@ def forward(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), sof
         Q, K, V = (q[qi], k[ki], v[ki]) if varlen else (q[b], k[b], v[b])
         for h in range(hq):
             oh, lh, _, _ = _head(Q[:, h], K[:, h // (hq // hk)], V[:, h // (hq // hk)], scale, causal, window_size,
-                                 softcap, slopes[h])
+                                 softcap, slopes[h], None if allowed is None else allowed[b, h])
             if varlen:
                 o[qi, h], lse[h, qi] = oh, lh
             else:
@@ -76,7 +80,7 @@ def forward(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), sof
 
 
 def backward(dout, q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-             cu_seqlens_q=None, cu_seqlens_k=None):
+             cu_seqlens_q=None, cu_seqlens_k=None, allowed=None):
     """dq, dk, dv in fp64 (GQA: a kv head's gradients summed over its query heads)."""
     q, k, v, dout = (np.asarray(x, np.float64) for x in (q, k, v, dout))
     hq, hk, d = q.shape[-2], k.shape[-2], q.shape[-1]
@@ -89,7 +93,8 @@ def backward(dout, q, k, v, softmax_scale=None, causal=False, window_size=(-1, -
         Q, K, V, dO = q[sel_q], k[sel_k], v[sel_k], dout[sel_q]
         for h in range(hq):
             g = h // (hq // hk)
-            _, _, p, raw = _head(Q[:, h], K[:, g], V[:, g], scale, causal, window_size, softcap, slopes[h])
+            _, _, p, raw = _head(Q[:, h], K[:, g], V[:, g], scale, causal, window_size, softcap, slopes[h],
+                                 None if allowed is None else allowed[b, h])
             dp = dO[:, h] @ V[:, g].T
             ds = p * (dp - (p * dp).sum(axis=1, keepdims=True))       # dS = P o (dP - rowsum(P o dP))
             if softcap > 0:

@@ -276,3 +276,102 @@ def test_flash_attn_with_kvcache_appends_in_place_and_matches_sdpa():
         ref = sdpa(q[b:b + 1], keys[None], vals[None], causal=True, upcast=True)
         low = sdpa(q[b:b + 1], keys[None], vals[None], causal=True)
         assert max_err(out[b:b + 1], ref) <= 2 * max_err(low, ref) + 1e-5
+
+
+# ---- masks through the C ABI v2 (flashlab_problem's mask fields) and a prepared device mask
+
+def _fa2_masked(q, k, v, mask, causal=False, handle=None, entry="flashlab_forward_v1", grads=None):
+    """fa2 through the raw C ABI on (b, s, h, d) tensors with a mask (ProblemArgs(mask=...)); returns o, lse."""
+    import ctypes
+    from flashlab import _abi
+    from flashlab._problem import ProblemArgs
+    b, s, h, d = q.shape
+    problem = ProblemArgs(batch=b, heads_q=h, heads_kv=h, seqlen_q=s, seqlen_k=s, head_dim=d, dtype="bf16",
+                          causal=causal, mask=mask)
+    o, lse = torch.full_like(q, float("nan")), torch.empty(b, h, s, device=DEVICE, dtype=torch.float32)
+    t = _abi.new_tensors()
+    t.q, t.k, t.v, t.o, t.lse = (x.data_ptr() for x in (q, k, v, o, lse))
+    t.stream = torch.cuda.current_stream().cuda_stream
+    t.mask = handle
+    _abi.call(_abi.lib().flashlab_forward_v1, b"fa2", problem.ref, ctypes.byref(t))
+    if grads is not None:  # (dout, dq, dk, dv)
+        t.d_o, t.dq, t.dk, t.dv = (x.data_ptr() for x in grads)
+        _abi.call(_abi.lib().flashlab_backward_v1, b"fa2", problem.ref, ctypes.byref(t))
+    torch.cuda.synchronize()
+    return o, lse
+
+
+def _prepare(q, mask, causal=False, kernel=b"fa2"):
+    import ctypes
+    from flashlab import _abi
+    from flashlab._problem import ProblemArgs
+    b, s, h, d = q.shape
+    problem = ProblemArgs(batch=b, heads_q=h, heads_kv=h, seqlen_q=s, seqlen_k=s, head_dim=d, dtype="bf16",
+                          causal=causal, mask=mask)
+    out = ctypes.c_void_p()
+    _abi.call(_abi.lib().flashlab_mask_prepare_v2, kernel, problem.ref, torch.cuda.current_stream().cuda_stream,
+              ctypes.byref(out))
+    return out
+
+
+def _allowed(kind, value, s, causal):
+    """(s, s) bool on the GPU: mask.hpp's definitions (seqlen_q == seqlen_k)."""
+    i = torch.arange(s, device=DEVICE)[:, None]
+    j = torch.arange(s, device=DEVICE)[None, :]
+    if kind == "prefix-lm":
+        return (j < value) | (j <= i)
+    if kind == "chunked":
+        return (i // value == j // value) & (j <= i)
+    doc = torch.repeat_interleave(torch.arange(len(value), device=DEVICE), torch.tensor(value, device=DEVICE))
+    return (doc[i] == doc[j]) & ((j <= i) if causal else True)
+
+
+MASKS = {
+    "document": (("document", [300, 650, 50]), False),
+    "document-causal": (("document", [300, 650, 50]), True),
+    "prefix-lm": (("prefix-lm", 250), False),
+    "chunked": (("chunked", 128), False),
+}
+
+
+@pytest.mark.parametrize("name", list(MASKS))
+def test_fa2_masks_through_the_abi_against_sdpa(name):
+    """Each interval mask on fa2, forward and backward, against SDPA with the same boolean mask; the
+    prepared device mask gives the very same output as the one built per call."""
+    (kind, value), causal = MASKS[name]
+    torch.manual_seed(0)
+    b, s, h, d = 2, 1000, 4, 64
+    q, k, v, dout = (torch.randn(b, s, h, d, device=DEVICE, dtype=torch.bfloat16) for _ in range(4))
+    grads = [dout] + [torch.full_like(q, float("nan")) for _ in range(3)]
+    o, _ = _fa2_masked(q, k, v, (kind, value), causal, grads=grads)
+    allowed = _allowed(kind, value, s, causal)[None, None]
+    qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
+    q64, k64, v64 = (x.detach().double().requires_grad_() for x in (qt, kt, vt))
+    ref = F.scaled_dot_product_attention(q64, k64, v64, attn_mask=allowed)
+    low = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=allowed)
+    tol = 2 * max_err(low, ref) + 1e-5
+    assert max_err(o.transpose(1, 2), ref) <= tol
+    ref.backward(dout.transpose(1, 2).double())
+    low.backward(dout.transpose(1, 2))
+    for name_g, g, r, lo in zip(("dQ", "dK", "dV"), grads[1:], (q64, k64, v64), (qt, kt, vt)):
+        tol = 3 * max_err(lo.grad, r.grad) + 1e-5
+        assert max_err(g.transpose(1, 2), r.grad) <= tol, name_g
+
+    handle = _prepare(q, (kind, value), causal)
+    try:
+        o2, _ = _fa2_masked(q, k, v, (kind, value), causal, handle=handle.value)
+        assert torch.equal(o2, o)
+        from flashlab import _abi
+        with pytest.raises(_abi.FlashlabError, match="tensors->mask was prepared for .* but this call is"):
+            _fa2_masked(q, k, v, ("document", [500, 500]), False, handle=handle.value)
+    finally:
+        from flashlab import _abi
+        _abi.lib().flashlab_mask_free(handle)
+
+
+def test_prepare_refuses_a_mask_the_kernel_cannot_take():
+    from flashlab import _abi
+    q = torch.randn(1, 64, 2, 64, device=DEVICE, dtype=torch.bfloat16)
+    with pytest.raises(_abi.FlashlabError, match="fa3 cannot run this problem, so no mask is prepared for it: "
+                                                 "unsupported: mask kind document"):
+        _prepare(q, ("document", [32, 32]), kernel=b"fa3")
