@@ -181,8 +181,9 @@ def _backward(ctx, dout, dlse):
     max_q, max_k, dropout_p, scale, causal, wl, wr, softcap = ctx.options
     if dout is None:  # only the LSE was used downstream; its gradient is not propagated (as in flash-attn)
         dout = torch.zeros_like(out)
-    dq, dk, dv = torch.ops.flashlab.bwd.default(dout.contiguous(), q, k, v, out, lse, cu_q, cu_k, max_q, max_k, dropout_p, scale, causal, wl, wr,
-                     softcap, alibi, ctx.seed, ctx.impl, ctx.deterministic)
+    dq, dk, dv = torch.ops.flashlab.bwd.default(dout.contiguous(), q, k, v, out, lse, cu_q, cu_k, max_q, max_k,
+                                                dropout_p, scale, causal, wl, wr, softcap, alibi, ctx.seed, ctx.impl,
+                                                ctx.deterministic)
     # one gradient per forward input: q, k, v, then none for the 14 options
     return (dq, dk, dv) + (None,) * 14
 
