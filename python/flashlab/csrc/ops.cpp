@@ -33,6 +33,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/version.h>
 
 #include <cstring>
 #include <sstream>
@@ -45,7 +46,13 @@
 namespace flashlab_ops {
 
 using at::Tensor;
-using OptionalTensor = c10::optional<Tensor>;  // std::optional in torch 2.x, c10's own before
+// `Tensor?` in a schema: std::optional in the torch this is written for (2.11); c10's own optional, the
+// type kernels took for it, in the older torch whose headers can compile-check this file (Debian's 1.13).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+using OptionalTensor = std::optional<Tensor>;
+#else
+using OptionalTensor = c10::optional<Tensor>;
+#endif
 
 // ============================================================================================================
 // [SECTION] Entry points
@@ -154,10 +161,13 @@ void check_tensors(const Tensor& q, const Tensor& k, const Tensor& v, const Opti
                       ".contiguous()");
   for (auto [name, cu] : {std::pair<const char*, const OptionalTensor*>{"cu_seqlens_q", &cu_q},
                           {"cu_seqlens_k", &cu_k}})
-    if (cu->has_value())
+    if (cu->has_value()) {
       TORCH_CHECK_TYPE((*cu)->scalar_type() == at::kInt && (*cu)->device() == q.device(), name, " is ",
                        py_dtype((*cu)->scalar_type()), " on ", (*cu)->device(), ": the kernels take int32 offsets "
                        "on q's device (", q.device(), "): pass ", name, ".to(device=q.device, dtype=torch.int32)");
+      TORCH_CHECK_VALUE((*cu)->is_contiguous(), name, " is not contiguous (strides ", py_tuple((*cu)->strides()),
+                        "): the kernels read the offsets as one array; pass ", name, ".contiguous()");
+    }
 }
 
 // _checks.attention_shapes: q, k, v (and the offsets) against each other.
