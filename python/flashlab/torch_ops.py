@@ -95,9 +95,11 @@ def _host_f32(x):
 # ---- the forward: the Python body (every device on the Python path, the CPU kernel on the C++ path)
 
 def _fwd_body(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
-        max_seqlen_q: int, max_seqlen_k: int, dropout_p: float, softmax_scale: float, causal: bool, window_left: int,
-        window_right: int, softcap: float, alibi_slopes: Optional[Tensor], seed: int, impl: str,
-        deterministic: bool) -> Tuple[Tensor, Tensor]:
+              max_seqlen_q: int, max_seqlen_k: int, dropout_p: float, softmax_scale: float, causal: bool,
+              window_left: int, window_right: int, softcap: float, alibi_slopes: Optional[Tensor], seed: int,
+              impl: str, deterministic: bool) -> Tuple[Tensor, Tensor]:
+    if not q.is_cuda:  # the op called directly on CPU tensors: the checks flash_attn_func makes first
+        _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, impl)
     shapes, problem = _problem_of(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                                   softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, seed)
     lse = torch.empty(shapes.lse_shape(), dtype=torch.float32, device=q.device)
@@ -108,7 +110,6 @@ def _fwd_body(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], c
                   dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=out.data_ptr(), lse=lse.data_ptr()),
                   _stream(q), cu_seqlens_q, cu_seqlens_k)
         return out, lse
-    _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, impl)  # CPU tensors: the C++ path's checks skipped these
     qh, kh, vh = _host_f32(q), _host_f32(k), _host_f32(v)
     out = torch.empty(shapes.o_shape(), dtype=torch.float32)
     _call("flashlab_forward_v1", impl, problem,
@@ -118,9 +119,10 @@ def _fwd_body(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], c
 
 def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
               window_left, window_right, softcap, alibi_slopes, seed, impl, deterministic):
-    # the checks at trace time (on the C++ path flash_attn_func leaves them to the op)
-    _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, impl)
-    _checks.attention_shapes(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    if cu_seqlens_q is None and cu_seqlens_k is None:
+        # what flash_attn_func's fast path (C++ ops, CUDA, fixed length) leaves to the op, checked at trace time
+        _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, impl)
+        _checks.attention_shapes(q, k, v)
     if cu_seqlens_q is None:  # (batch, seqlen_q, heads_q, headdim_v), LSE (batch, heads_q, seqlen_q)
         out_shape = (q.shape[0], q.shape[1], q.shape[2], v.shape[-1])
         lse_shape = (q.shape[0], q.shape[2], q.shape[1])
@@ -133,9 +135,10 @@ def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, d
 # ---- the backward: the Python body, as the forward's
 
 def _bwd_body(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, softmax_lse: Tensor,
-        cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
-        dropout_p: float, softmax_scale: float, causal: bool, window_left: int, window_right: int, softcap: float,
-        alibi_slopes: Optional[Tensor], seed: int, impl: str, deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+              cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
+              dropout_p: float, softmax_scale: float, causal: bool, window_left: int, window_right: int,
+              softcap: float, alibi_slopes: Optional[Tensor], seed: int, impl: str,
+              deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
     _, problem = _problem_of(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                              softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, seed)
     if q.is_cuda:
