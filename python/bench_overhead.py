@@ -5,9 +5,12 @@ back-to-back calls of a tiny problem (so the kernel itself is short and the laun
   abi      flashlab_forward_v1 through ctypes, structs built once (what any binding pays at least)
   op       torch.ops.flashlab.fwd (the custom op: dispatcher, checks inside, outputs allocated)
   func     flashlab.flash_attn_func (flash-attn's signature: Python checks, then the op)
-overhead = op - abi and func - abi. Prints a table and, with --json, one JSON object.
+overhead = op - abi and func - abi. Prints a table and, with --json, one JSON object. The op is whichever
+registration torch_ops made (torch_ops.BACKEND): the C++ ops (csrc/ops.cpp) when they build, else the Python
+custom_op; --ops picks one (it sets FLASHLAB_TORCH_OPS before flashlab is imported).
 
-    FLASHLAB_LIBRARY=build/capi/libflashlab.so python3 python/bench_overhead.py
+    FLASHLAB_LIBRARY=build/capi/libflashlab.so python3 python/bench_overhead.py --ops cpp
+    FLASHLAB_LIBRARY=build/capi/libflashlab.so python3 python/bench_overhead.py --ops python
 """
 import argparse
 import ctypes
@@ -18,22 +21,19 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import torch  # noqa: E402
-
-import flashlab  # noqa: E402
-from flashlab import _abi, torch_ops  # noqa: E402
+BACKEND_NAMES = {"cpp": "C++ ops", "python": "Python custom_op"}
 
 
-def per_call_us(fn, calls):
+def per_call_us(fn, calls, sync):
     for _ in range(50):
         fn()
-    torch.cuda.synchronize()
+    sync()
     best = float("inf")
     for _ in range(5):  # the best of 5 repeats: the machine's noise only ever adds
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
-        torch.cuda.synchronize()
+        sync()
         best = min(best, (time.perf_counter() - t0) / calls * 1e6)
     return best
 
@@ -43,7 +43,14 @@ def main():
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--seqlen", type=int, default=64)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--ops", choices=["python", "cpp"], default=None,
+                    help="the registration to time (default: C++ when it builds, else Python)")
     args = ap.parse_args()
+    if args.ops:  # read when torch_ops is first imported, below
+        os.environ["FLASHLAB_TORCH_OPS"] = args.ops
+    import torch
+    import flashlab
+    from flashlab import _abi, torch_ops
     b, s, h, d = 1, args.seqlen, 1, 64  # one CTA: the kernel takes a few us, below the host time measured
     q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     o = torch.empty_like(q)
@@ -62,19 +69,23 @@ def main():
             raise RuntimeError(err.value.decode())
 
     op = torch.ops.flashlab.fwd
+    sync = torch.cuda.synchronize
     rows = {
-        "abi": per_call_us(abi, args.calls),
+        "abi": per_call_us(abi, args.calls, sync),
         "op": per_call_us(lambda: op(q, k, v, None, None, 0, 0, 0.0, 0.0, True, -1, -1, 0.0, None, 0, "fa2", False),
-                          args.calls),
-        "func": per_call_us(lambda: flashlab.flash_attn_func(q, k, v, causal=True), args.calls),
+                          args.calls, sync),
+        "func": per_call_us(lambda: flashlab.flash_attn_func(q, k, v, causal=True), args.calls, sync),
     }
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "shape": [b, s, h, d],
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "ops": BACKEND_NAMES[torch_ops.BACKEND], "why_not_cpp": torch_ops.WHY_NOT_CPP, "shape": [b, s, h, d],
               "us_per_call": rows, "op_overhead_us": rows["op"] - rows["abi"],
               "func_overhead_us": rows["func"] - rows["abi"]}
     if args.json:
         print(json.dumps(result))
         return
     print(f"{result['device']}, torch {result['torch']}, fa2 forward (batch, seqlen, heads, dim) = {tuple(result['shape'])}")
+    why = f" (C++ not used: {result['why_not_cpp']})" if result["why_not_cpp"] else ""
+    print(f"  op registered as: {result['ops']}{why}")
     for name, us in rows.items():
         print(f"  {name:5s} {us:8.2f} us/call")
     print(f"  overhead of the op over the C ABI:       {result['op_overhead_us']:6.2f} us (target < 10)")

@@ -9,6 +9,14 @@ makes bwd the forward's gradient (what loss.backward() runs). CUDA tensors run a
 own memory and PyTorch's current stream (impl "fa2" unless told: "fa3", "standard"; the backward is
 always fa2's, the only GPU backward); CPU tensors run a CPU implementation ("tiled-fa2" unless told).
 
+Two registrations of the same two ops (_cpp_ops.py picks one, FLASHLAB_TORCH_OPS overrides):
+  C++     csrc/ops.cpp defines them (TORCH_LIBRARY) with their CUDA kernels and fwd's autograd; this module
+          adds the CPU kernels (the Python bodies below) and the fake implementations. A call on CUDA
+          tensors never enters Python.
+  Python  torch.library.custom_op over the same bodies, fakes and autograd (the fallback where the C++
+          ops cannot be built: no compiler, ninja or CUDA headers).
+BACKEND says which is active ("cpp" or "python"), WHY_NOT_CPP why the C++ one is not.
+
 Importing this module imports torch and registers the ops; flashlab.flash_attn_func imports it on the
 first torch tensor it sees (under torch.compile the import runs eagerly, outside the traced graph).
 """
@@ -20,7 +28,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import _abi, _checks
+from . import _abi, _checks, _cpp_ops
 from ._problem import ProblemArgs
 
 if not hasattr(torch, "library") or not hasattr(torch.library, "custom_op"):
@@ -84,13 +92,14 @@ def _host_f32(x):
     return x.detach().to(torch.float32).contiguous()
 
 
-# ---- the forward op
+# ---- the forward: the Python body (every device on the Python path, the CPU kernel on the C++ path)
 
-@torch.library.custom_op("flashlab::fwd", mutates_args=())
-def fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
-        max_seqlen_q: int, max_seqlen_k: int, dropout_p: float, softmax_scale: float, causal: bool, window_left: int,
-        window_right: int, softcap: float, alibi_slopes: Optional[Tensor], seed: int, impl: str,
-        deterministic: bool) -> Tuple[Tensor, Tensor]:
+def _fwd_body(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
+              max_seqlen_q: int, max_seqlen_k: int, dropout_p: float, softmax_scale: float, causal: bool,
+              window_left: int, window_right: int, softcap: float, alibi_slopes: Optional[Tensor], seed: int,
+              impl: str, deterministic: bool) -> Tuple[Tensor, Tensor]:
+    if not q.is_cuda:  # the op called directly on CPU tensors: the checks flash_attn_func makes first
+        _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, impl)
     shapes, problem = _problem_of(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                                   softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, seed)
     lse = torch.empty(shapes.lse_shape(), dtype=torch.float32, device=q.device)
@@ -108,9 +117,12 @@ def fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seql
     return out.to(q.dtype), lse
 
 
-@fwd.register_fake
 def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
               window_left, window_right, softcap, alibi_slopes, seed, impl, deterministic):
+    if cu_seqlens_q is None and cu_seqlens_k is None:
+        # what flash_attn_func's fast path (C++ ops, CUDA, fixed length) leaves to the op, checked at trace time
+        _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, impl)
+        _checks.attention_shapes(q, k, v)
     if cu_seqlens_q is None:  # (batch, seqlen_q, heads_q, headdim_v), LSE (batch, heads_q, seqlen_q)
         out_shape = (q.shape[0], q.shape[1], q.shape[2], v.shape[-1])
         lse_shape = (q.shape[0], q.shape[2], q.shape[1])
@@ -120,13 +132,13 @@ def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, d
     return q.new_empty(out_shape), q.new_empty(lse_shape, dtype=torch.float32)
 
 
-# ---- the backward op
+# ---- the backward: the Python body, as the forward's
 
-@torch.library.custom_op("flashlab::bwd", mutates_args=())
-def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, softmax_lse: Tensor,
-        cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
-        dropout_p: float, softmax_scale: float, causal: bool, window_left: int, window_right: int, softcap: float,
-        alibi_slopes: Optional[Tensor], seed: int, impl: str, deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+def _bwd_body(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, softmax_lse: Tensor,
+              cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
+              dropout_p: float, softmax_scale: float, causal: bool, window_left: int, window_right: int,
+              softcap: float, alibi_slopes: Optional[Tensor], seed: int, impl: str,
+              deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
     _, problem = _problem_of(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                              softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, seed)
     if q.is_cuda:
@@ -144,7 +156,6 @@ def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, softmax_lse:
     return tuple(g.to(q.dtype) for g in grads)
 
 
-@bwd.register_fake
 def _bwd_fake(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
               softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, seed, impl, deterministic):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
@@ -173,13 +184,28 @@ def _backward(ctx, dout, dlse):
     max_q, max_k, dropout_p, scale, causal, wl, wr, softcap = ctx.options
     if dout is None:  # only the LSE was used downstream; its gradient is not propagated (as in flash-attn)
         dout = torch.zeros_like(out)
-    dq, dk, dv = bwd(dout.contiguous(), q, k, v, out, lse, cu_q, cu_k, max_q, max_k, dropout_p, scale, causal, wl, wr,
-                     softcap, alibi, ctx.seed, ctx.impl, ctx.deterministic)
+    dq, dk, dv = torch.ops.flashlab.bwd.default(dout.contiguous(), q, k, v, out, lse, cu_q, cu_k, max_q, max_k,
+                                                dropout_p, scale, causal, wl, wr, softcap, alibi, ctx.seed, ctx.impl,
+                                                ctx.deterministic)
     # one gradient per forward input: q, k, v, then none for the 14 options
     return (dq, dk, dv) + (None,) * 14
 
 
-fwd.register_autograd(_backward, setup_context=_setup_context)
+# ---- the registration: C++ when it builds (CPU kernels and fakes added here), else the Python custom ops
+
+BACKEND, WHY_NOT_CPP = _cpp_ops.choose(torch)
+if BACKEND == "cpp":
+    torch.library.impl("flashlab::fwd", "CPU", _fwd_body)
+    torch.library.impl("flashlab::bwd", "CPU", _bwd_body)
+    torch.library.register_fake("flashlab::fwd", _fwd_fake)
+    torch.library.register_fake("flashlab::bwd", _bwd_fake)
+else:
+    fwd = torch.library.custom_op("flashlab::fwd", _fwd_body, mutates_args=())
+    fwd.register_fake(_fwd_fake)
+    fwd.register_autograd(_backward, setup_context=_setup_context)
+    bwd = torch.library.custom_op("flashlab::bwd", _bwd_body, mutates_args=())
+    bwd.register_fake(_bwd_fake)
+_fwd = torch.ops.flashlab.fwd.default  # what flash_attn_func calls, either way
 
 
 # ---- flash-attn's signature over the op, with its checks (traced by torch.compile: plain Python on shapes)
@@ -216,13 +242,20 @@ def _check_tensors(q, k, v, cu_q, cu_k, impl):
 def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
               window_size, softcap, alibi_slopes, deterministic, return_attn_probs, impl, seed):
     impl = impl or (DEFAULT_DEVICE_IMPL if q.is_cuda else DEFAULT_HOST_IMPL)
-    _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, impl)
-    shapes = _checks.attention_shapes(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    if BACKEND == "cpp" and q.is_cuda and cu_seqlens_q is None and cu_seqlens_k is None:
+        # the fast path: the C++ op checks the tensors, their shapes and the slopes itself (csrc/ops.cpp, in
+        # these words); what is left here are the tensors' types and the options it takes as plain numbers
+        for name, x in (("k", k), ("v", v)):
+            if not isinstance(x, torch.Tensor):
+                raise TypeError(f"q is a torch.Tensor but {name} is {type(x).__name__}: pass q, k, v as tensors")
+    else:  # the Python ops, CPU tensors and varlen (which syncs anyway): every check before the op
+        _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, impl)
+        shapes = _checks.attention_shapes(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        _checks.check_alibi_shape(alibi_slopes, shapes)
     _checks.check_window(window_size)
-    _checks.check_alibi_shape(alibi_slopes, shapes)
     if softmax_scale is not None and not softmax_scale > 0:
         raise ValueError(f"softmax_scale must be a positive number or None (1/sqrt(headdim)), got {softmax_scale}")
-    out, lse = fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q or 0, max_seqlen_k or 0, float(dropout_p),
-                   float(softmax_scale or 0.0), bool(causal), int(window_size[0]), int(window_size[1]),
-                   float(softcap), alibi_slopes, int(seed), impl, bool(deterministic))
+    out, lse = _fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q or 0, max_seqlen_k or 0, float(dropout_p),
+                    float(softmax_scale or 0.0), bool(causal), int(window_size[0]), int(window_size[1]),
+                    float(softcap), alibi_slopes, int(seed), impl, bool(deterministic))
     return (out, lse, None) if return_attn_probs else out

@@ -2,6 +2,10 @@
 forward and backward on awkward shapes, GQA, varlen, windows, and under torch.compile(fullgraph=True)
 with no graph break. Skipped, with the reason shown (pytest -rs), where torch or a GPU is missing.
 
+The op is registered in C++ where csrc/ops.cpp builds, else as the Python custom_op (torch_ops.py; one
+per process). This process runs whichever FLASHLAB_TORCH_OPS picks; with the C++ ops active,
+test_python_ops_in_a_subprocess runs the op's tests again on the Python ones.
+
 Run on the GPU machine (python/README.md, "On a GPU"):
     FLASHLAB_LIBRARY=build/capi/libflashlab.so python3 -m pytest -rs python/tests/test_gpu.py
 
@@ -23,6 +27,7 @@ if not hasattr(torch.library, "custom_op"):
 import torch.nn.functional as F  # noqa: E402
 
 import flashlab  # noqa: E402
+from flashlab import torch_ops  # noqa: E402
 
 DEVICE = "cuda"
 
@@ -206,8 +211,65 @@ def test_input_errors_say_what_to_change():
     with pytest.raises(ValueError, match=r"impl='tiled-fa2' is a CPU implementation"):
         flashlab.flash_attn_func(q, q, q, impl="tiled-fa2")
     if torch.cuda.get_device_capability()[0] == 9:
-        with pytest.raises(flashlab.FlashlabError, match=r"unsupported: ALiBi"):
+        # the library's own message: a FlashlabError from the Python op, torch's RuntimeError (its base
+        # class) from the C++ one
+        with pytest.raises(RuntimeError, match=r"unsupported: ALiBi"):
             flashlab.flash_attn_func(q, q, q, alibi_slopes=torch.ones(2, device=DEVICE), impl="fa3")
+
+
+def test_op_schemas_are_the_python_signatures():
+    """The C++ schemas (csrc/ops.cpp) are what torch.library.custom_op infers from the Python bodies, so one
+    set of fakes, CPU kernels and callers serves both registrations."""
+    infer = getattr(torch.library, "infer_schema", None)
+    if infer is None:
+        from torch._library.infer_schema import infer_schema as infer
+    for name, body in (("fwd", torch_ops._fwd_body), ("bwd", torch_ops._bwd_body)):
+        registered = str(getattr(torch.ops.flashlab, name).default._schema)
+        assert registered == f"flashlab::{name}" + infer(body, mutates_args=()), torch_ops.BACKEND
+
+
+def test_cpp_ops_active_and_free_of_python():
+    """Where the C++ ops build they are the ones registered, and a forward on CUDA tensors, with or without a
+    gradient to record, runs no Python function of flashlab's (no Python body, no Python setup_context)."""
+    if torch_ops.BACKEND != "cpp":
+        pytest.skip(f"the C++ ops are not active: {torch_ops.WHY_NOT_CPP}")
+    for key in ("CUDA", "Autograd"):
+        assert torch._C._dispatch_has_kernel_for_dispatch_key("flashlab::fwd", key), key
+    package = os.path.dirname(os.path.abspath(flashlab.__file__))
+    called = []
+
+    def profile(frame, event, arg):
+        if event == "call" and os.path.abspath(frame.f_code.co_filename).startswith(package):
+            called.append(frame.f_code.co_name)
+
+    q, k, v = rand(1, 64, 2, 64), rand(1, 64, 2, 64), rand(1, 64, 2, 64)
+    op = torch.ops.flashlab.fwd.default
+    args = (None, None, 0, 0, 0.0, 0.0, True, -1, -1, 0.0, None, 0, "fa2", False)
+    sys.setprofile(profile)
+    try:
+        with torch.no_grad():
+            op(q, k, v, *args)
+        out, _ = op(q, k, v, *args)
+    finally:
+        sys.setprofile(None)
+    assert called == [], f"flashlab's Python ran inside the C++ op: {called}"
+    assert out.grad_fn is not None  # the C++ autograd recorded the call
+    dq, dk, dv = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+    assert dq.shape == q.shape and torch.isfinite(dq.float()).all()
+
+
+def test_python_ops_in_a_subprocess():
+    """The Python custom_op registration (the fallback) still passes the op's tests: this file again, in a
+    process with FLASHLAB_TORCH_OPS=python."""
+    if torch_ops.BACKEND != "cpp":
+        pytest.skip(f"this process already runs the Python ops ({torch_ops.WHY_NOT_CPP})")
+    env = dict(os.environ, FLASHLAB_TORCH_OPS="python",
+               PYTHONPATH=os.path.join(os.path.dirname(__file__), os.pardir))
+    selected = ("plain-d64 or gqa-odd-lengths or varlen or compile or opcheck or errors or cpu_tensors or schemas "
+                "or alibi")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", __file__, "-k", selected]
+    r = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
 
 
 def test_fa2_alibi_forward_backward_against_sdpa():
