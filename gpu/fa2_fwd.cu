@@ -76,6 +76,11 @@ struct Shape {
   static constexpr int smem_elems() { return (kBr + 2 * kStages * kBc) * D; }
 };
 
+// Two ints that travel as one value (a thread's two rows of an MMA tile).
+struct Pair {
+  int v[2];
+};
+
 // ---- the kernel
 template <class S, typename T, bool kSoftcap, bool kExtras>
 __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const AttentionParams p) {
@@ -116,8 +121,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   // Accumulators: O (16 kMT rows x D per warp) and the running max / sum of the thread's rows.
   float acc_o[kMT][D / 8][4];
   float row_max[kMT][2], row_sum[kMT][2];
-  int lo[kMT][2], hi[kMT][2];  // the columns each of this thread's rows sees
-  int rows[kMT][2], diag[kMT][2];  // this thread's rows, and their diagonal's column (ALiBi)
+  int lo[kMT][2], hi[kMT][2];  // the columns each of this thread's rows sees (without kExtras; with, read per tile)
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
     zero(acc_o[mt]);
@@ -126,12 +130,16 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
       row_max[mt][r] = -INFINITY;
       row_sum[mt][r] = 0.f;
       const int row = row0 + (warp * kMT + mt) * 16 + qrow + 8 * r;
-      lo[mt][r] = kExtras ? rm.begin(row) : col_begin(row, sq, sk, p.window_left);
-      hi[mt][r] = kExtras ? rm.end(row) : col_end(row, sq, sk, p.window_right);
-      rows[mt][r] = row;
-      diag[mt][r] = row + sk - sq;
+      lo[mt][r] = kExtras ? 0 : col_begin(row, sq, sk, p.window_left);
+      hi[mt][r] = kExtras ? 0 : col_end(row, sq, sk, p.window_right);
     }
   }
+  // This thread's two rows in MMA tile mt, plus `shift` (sk - sq: their diagonal's column, for ALiBi);
+  // made where they are used (with kExtras), since holding them for the whole loop cost spills.
+  auto rows_of = [&](int mt, int shift) {
+    const int row = row0 + (warp * kMT + mt) * 16 + qrow + shift;
+    return Pair{row, row + 8};
+  };
   const float c = kSoftcap ? kLog2e : p.scale * kLog2e;  // scores -> log2 units
   // ALiBi's slope in the units of the scores (unscaled unless softcapped); dropout's key of this head.
   const float slope = kExtras && p.alibi_slopes ? p.alibi_slopes[h] / (kSoftcap ? 1.f : p.scale) : 0.f;
@@ -178,15 +186,24 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
     }
     if (kExtras && slope != 0.f) {
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) softmax::alibi(acc_s[mt], j * kBc, qcol, diag[mt], slope);
+      for (int mt = 0; mt < kMT; ++mt) softmax::alibi(acc_s[mt], j * kBc, qcol, rows_of(mt, sk - sq).v, slope);
     }
     if (kExtras && walk.list ? walk.listed_partial(n) : blocks.needs_mask(j)) {
 #pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) softmax::mask(acc_s[mt], j * kBc, qcol, lo[mt], hi[mt]);
+      for (int mt = 0; mt < kMT; ++mt) {
+        if constexpr (kExtras) {  // a mask function's rows: their intervals read where needed
+          const Pair row = rows_of(mt, 0);
+          const int row_lo[2] = {rm.begin(row.v[0]), rm.begin(row.v[1])}, row_hi[2] = {rm.end(row.v[0]), rm.end(row.v[1])};
+          softmax::mask(acc_s[mt], j * kBc, qcol, row_lo, row_hi);
+        } else {
+          softmax::mask(acc_s[mt], j * kBc, qcol, lo[mt], hi[mt]);
+        }
+      }
       if (kExtras && p.bits.words) {  // a dense mask's holes, this thread's rows of bits
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
-          const BitRow bits[2] = {bit_row(p.bits, b, h, rows[mt][0], sq), bit_row(p.bits, b, h, rows[mt][1], sq)};
+          const Pair row = rows_of(mt, 0);
+          const BitRow bits[2] = {bit_row(p.bits, b, h, row.v[0], sq), bit_row(p.bits, b, h, row.v[1], sq)};
           softmax::mask_bits(acc_s[mt], j * kBc, qcol, bits);
         }
       }
@@ -203,7 +220,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
         alpha[r] = softmax::online_step(acc_s[mt], r, c, row_max[mt][r], row_sum[mt][r]);
       softmax::rescale(acc_o[mt], alpha);
       if (kExtras && p.dropout_threshold != 0)  // after the row sums: the statistics are dropout's input
-        softmax::dropout(acc_s[mt], j * kBc, qcol, rows[mt], drop_key, p.dropout_threshold);
+        softmax::dropout(acc_s[mt], j * kBc, qcol, rows_of(mt, 0).v, drop_key, p.dropout_threshold);
     }
 
     // O += P~ V_j: the S accumulators of two adjacent 8-key tiles form one 16-key A operand.

@@ -36,7 +36,6 @@
 #include <torch/version.h>
 
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -81,12 +80,12 @@ void set_entry_points(int64_t forward, int64_t backward, int64_t abi_version) {
 // The Python path's messages print shapes as tuples and dtypes as torch.bfloat16; these do the same, so a
 // user (and test_gpu.py's regexes) sees one wording whichever path ran.
 
+// Plain string appends, no iostreams: py_tuple and py_list written with std::ostringstream crashed the
+// process when a message used them (torch 2.11, H100, 2026-11-23; the messages without them raised).
 std::string py_tuple(at::IntArrayRef shape) {  // (2, 300, 8, 64); (8,) for one element
-  std::ostringstream s;
-  s << "(";
-  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
-  s << (shape.size() == 1 ? ",)" : ")");
-  return s.str();
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
 }
 
 std::string py_dtype(at::ScalarType t) {
@@ -102,11 +101,9 @@ std::string py_dtype(at::ScalarType t) {
 }
 
 std::string py_list(const std::vector<int64_t>& values, size_t at_most) {  // [0, 5, 305]...
-  std::ostringstream s;
-  s << "[";
-  for (size_t i = 0; i < values.size() && i < at_most; ++i) s << (i ? ", " : "") << values[i];
-  s << "]" << (values.size() > at_most ? "..." : "");
-  return s.str();
+  std::string s = "[";
+  for (size_t i = 0; i < values.size() && i < at_most; ++i) s += (i ? ", " : "") + std::to_string(values[i]);
+  return s + "]" + (values.size() > at_most ? "..." : "");
 }
 
 std::vector<int64_t> divisors(int64_t n) {
