@@ -257,6 +257,18 @@ struct HostCopies {
   Tensor slopes;      // (heads_q,) fp64
 };
 
+// Both passes' host copies: varlen's offsets (checked) and ALiBi's slopes, where the call has them.
+HostCopies host_copies(const Shapes& s, const OptionalTensor& cu_q, const OptionalTensor& cu_k,
+                       const OptionalTensor& alibi_slopes) {
+  HostCopies host;
+  if (s.varlen) {
+    host.cu_q = host_offsets(*cu_q, "cu_seqlens_q", s.total_q, "q");
+    host.cu_k = host_offsets(*cu_k, "cu_seqlens_k", s.total_k, "k");
+  }
+  if (alibi_slopes.has_value()) host.slopes = host_slopes(*alibi_slopes, s);
+  return host;
+}
+
 flashlab_problem make_problem(const Shapes& s, at::ScalarType dtype, double dropout_p, double softmax_scale,
                               bool causal, int64_t window_left, int64_t window_right, double softcap, int64_t seed,
                               const HostCopies& host) {
@@ -325,12 +337,7 @@ std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tens
   const std::string impl(impl_view.data(), impl_view.size());
   check_tensors(q, k, v, cu_q, cu_k, impl);
   const Shapes s = attention_shapes(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k);
-  HostCopies host;
-  if (s.varlen) {
-    host.cu_q = host_offsets(*cu_q, "cu_seqlens_q", s.total_q, "q");
-    host.cu_k = host_offsets(*cu_k, "cu_seqlens_k", s.total_k, "k");
-  }
-  if (alibi_slopes.has_value()) host.slopes = host_slopes(*alibi_slopes, s);
+  const HostCopies host = host_copies(s, cu_q, cu_k, alibi_slopes);
 
   const c10::cuda::CUDAGuard guard(q.device());  // q's GPU current for the call; a no-op when it already is
   Tensor out = at::empty(s.o_shape(), q.options());                      // (batch, seqlen_q, heads_q, head_dim_v)
@@ -360,12 +367,7 @@ std::tuple<Tensor, Tensor, Tensor> bwd_cuda(const Tensor& dout, const Tensor& q,
   check_like(out, "out", q, q.scalar_type(), s.o_shape());
   check_like(dout, "dout", q, q.scalar_type(), s.o_shape());
   check_like(softmax_lse, "softmax_lse", q, at::kFloat, s.lse_shape());
-  HostCopies host;
-  if (s.varlen) {
-    host.cu_q = host_offsets(*cu_q, "cu_seqlens_q", s.total_q, "q");
-    host.cu_k = host_offsets(*cu_k, "cu_seqlens_k", s.total_k, "k");
-  }
-  if (alibi_slopes.has_value()) host.slopes = host_slopes(*alibi_slopes, s);
+  const HostCopies host = host_copies(s, cu_q, cu_k, alibi_slopes);
 
   const c10::cuda::CUDAGuard guard(q.device());
   Tensor dq = at::empty_like(q);  // (batch, seqlen_q, heads_q,  head_dim)
