@@ -15,7 +15,7 @@
 //                   S^T = K_j Q_i^T, dP^T = V_j dO_i^T
 //                   P^T = exp2(S^T scale log2e - LSE2), dS^T / scale = P^T o (dP^T - D)   (prob_grad,
 //                     softcap's derivative folded in; ALiBi's bias off the score, dropout's keep / (1 - p)
-//                     on dP and on P for dV (a kExtras instantiation); edge tiles masked with two compares)
+//                     on dP and on P for dV (the Features::extras instantiation); edge tiles masked with two compares)
 //                   P^T, dS^T -> shared memory (the transposes the next MMAs read)
 //                   dV_j += P^T dO_i, dK_j += dS^T Q_i                   (in registers)
 //                   dQ_i += dS K_j                  (red.add into the fp32 scratch, 16 bytes a lane on sm_90)
@@ -213,8 +213,10 @@ struct KVSmem {
 // kKT: 16-key MMA tiles per warp (a Q / dO fragment read from shared memory feeds kKT MMAs);
 // kMinBlocks: CTAs an SM should hold at once (caps the registers at 65536 / (256 kMinBlocks)); 0 leaves
 // the register count to ptxas.
-template <int D, int kBcKV, int kBr, int kKT, int kMinBlocks, typename T, bool kSoftcap, bool kExtras>
+template <int D, int kBcKV, int kBr, int kKT, int kMinBlocks, typename T, bool kSoftcap, Features kF>
 __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const BackwardParams p) {
+  constexpr bool kMask = kF != Features::none;      // a mask function's rows, bits and block lists
+  constexpr bool kExtras = kF == Features::extras;  // ALiBi and dropout
   constexpr int kKG = kBcKV / (16 * kKT);  // S^T, dK, dV: warps along the keys (16 kKT each) ...
   constexpr int kCH = kWarpsKV / kKG;      // ... and along the queries (S^T) or head_dim (dK, dV)
   constexpr int kQ = kBr / kCH;            // queries per warp in S^T
@@ -239,11 +241,11 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
 
   const T* k = static_cast<const T*>(p.k) + s.k_base + g * p.k_head_stride;
   const T* v = static_cast<const T*>(p.v) + s.v_base + g * p.v_head_stride;
-  const RowMask rm = row_mask<kExtras>(p, s, b);
+  const RowMask rm = row_mask<kMask>(p, s, b);
   const RowRange rows = rows_seeing(key0, key_end, rm);
   const int i_begin = rows.lo / kBr, i_end = rows.hi > rows.lo ? (rows.hi + kBr - 1) / kBr : i_begin;
-  // The Q blocks walked: the run [i_begin, i_end), or under a dense mask this K/V block's list (kExtras).
-  const BlockWalk walk = kExtras ? block_walk(p.dkdv_blocks, b, j, i_begin, i_end)
+  // The Q blocks walked: the run [i_begin, i_end), or under a dense mask this K/V block's list (kMask).
+  const BlockWalk walk = kMask ? block_walk(p.dkdv_blocks, b, j, i_begin, i_end)
                                  : BlockWalk{nullptr, i_begin, i_end - i_begin, 0};
   const int n_i = walk.count, steps = group * n_i;
 
@@ -326,7 +328,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
         }
     const int last_row = min(row0 + kBr, s.sq) - 1;
     const bool edge = !(key0 >= rm.begin(last_row) && key0 + kBcKV <= rm.end(row0));
-    if (kExtras && walk.list ? walk.listed_partial(at) : rm.lo && edge) {
+    if (kMask && walk.list ? walk.listed_partial(at) : rm.lo && edge) {
       // A mask function's rows: each element against its row's interval (this warp's rows, read once),
       // and a dense mask's bits.
 #pragma unroll
@@ -334,7 +336,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           const int row = row0 + wc * kQ + n * 8 + tc + c, lo = rm.begin(row), hi = rm.end(row);
-          const bool dense = kExtras && p.bits.words;
+          const bool dense = kMask && p.bits.words;
           const BitRow bits = dense ? bit_row(p.bits, b, h, row, s.sq) : BitRow{nullptr, 0};
 #pragma unroll
           for (int mt = 0; mt < kKT; ++mt)
@@ -438,8 +440,10 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
 // fa2_backward_dq_shape (Config checks it).
 constexpr int kWarpsQ = 4, kThreadsQ = 32 * kWarpsQ, kBrQ = 16 * kWarpsQ;
 
-template <int D, int kBc, typename T, bool kSoftcap, bool kExtras>
+template <int D, int kBc, typename T, bool kSoftcap, Features kF>
 __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
+  constexpr bool kMask = kF != Features::none;      // a mask function's rows, bits and block lists
+  constexpr bool kExtras = kF == Features::extras;  // ALiBi and dropout
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (Br, D)
   T* sdO = sQ + kBrQ * D;                   // (Br, D)
@@ -458,10 +462,10 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
   const T* v = static_cast<const T*>(p.v) + s.v_base + g * p.v_head_stride;
 
   // The K/V blocks this Q block sees, and where they need no mask (as the forward's).
-  const RowMask rm = row_mask<kExtras>(p, s, b);
+  const RowMask rm = row_mask<kMask>(p, s, b);
   const auto blocks = key_blocks<kBrQ, kBc>(row0, rm);
-  // The blocks walked: the run [begin, end), or under a dense mask this Q block's list (kExtras only).
-  const BlockWalk walk = kExtras ? block_walk(p.dq_blocks, b, i_block, blocks.begin, blocks.end)
+  // The blocks walked: the run [begin, end), or under a dense mask this Q block's list (kMask only).
+  const BlockWalk walk = kMask ? block_walk(p.dq_blocks, b, i_block, blocks.begin, blocks.end)
                                  : BlockWalk{nullptr, blocks.begin, blocks.end - blocks.begin, 0};
 
   int my_row[2], lo[2], hi[2];
@@ -517,8 +521,8 @@ __global__ void __launch_bounds__(kThreadsQ) dq_kernel(const BackwardParams p) {
         prob_grad<kSoftcap, kExtras>(acc_s[n][e], acc_dp[n][e], lse2[e / 2], dsum[e / 2], p,
                                      ex.bias2(row, key, s.sk - s.sq), ex.z(p, row, key));
       }
-    if (kExtras && walk.list ? walk.listed_partial(at) : blocks.needs_mask(j)) {
-      const bool dense = kExtras && p.bits.words;  // a dense mask's holes as well
+    if (kMask && walk.list ? walk.listed_partial(at) : blocks.needs_mask(j)) {
+      const bool dense = kMask && p.bits.words;  // a dense mask's holes as well
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const BitRow bits = dense ? bit_row(p.bits, b, h, my_row[r], s.sq) : BitRow{nullptr, 0};
@@ -594,13 +598,11 @@ void allow_smem(Kernel kernel, size_t bytes) {
 }
 
 template <int D, int kBc, int kBr, typename T, int kKT, int kMinBlocks = 0>
-void launch_dkdv(const BackwardParams& p, bool cap, cudaStream_t stream) {
+void launch_dkdv(const BackwardParams& p, cudaStream_t stream) {
   constexpr size_t smem = sizeof(KVSmem<D, kBc, kBr, T>);
-  const bool extras = p.has_extras();
-  auto kernel = cap ? (extras ? dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, true, true>
-                              : dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, true, false>)
-                    : (extras ? dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, false, true>
-                              : dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, false, false>);
+  const auto kernel = pick_instantiation(p, [](auto cap, auto f) {
+    return &dkdv_kernel<D, kBc, kBr, kKT, kMinBlocks, T, decltype(cap)::value, decltype(f)::value>;
+  });
   check_block_lists(p.dkdv_blocks, kBr, kBc, "fa2 backward (dK, dV)");
   allow_smem(kernel, smem);
   kernel<<<dim3((p.seqlen_k + kBc - 1) / kBc, p.heads_kv, p.batch), kThreadsKV, smem, stream>>>(p);
@@ -610,12 +612,12 @@ void launch_dkdv(const BackwardParams& p, bool cap, cudaStream_t stream) {
 // The dkdv kernel in the shape fa2_backward_shape gives head dim D on a device with kSmemPerBlock bytes
 // of shared memory per block.
 template <int D, int kSmemPerBlock, typename T>
-void launch_dkdv_for(const BackwardParams& p, bool cap, cudaStream_t stream) {
+void launch_dkdv_for(const BackwardParams& p, cudaStream_t stream) {
   constexpr TileShape s = fa2_backward_shape(D, kSmemPerBlock);
   static_assert(s.head_dim == D && s.threads == kThreadsKV && s.stages == 2 &&
                     sizeof(KVSmem<D, s.block_n, s.block_m, T>) == size_t(s.smem_bytes),
                 "shapes.hpp's fa2_backward_shape must describe dkdv_kernel");
-  launch_dkdv<D, s.block_n, s.block_m, T, s.mma_tiles>(p, cap, stream);
+  launch_dkdv<D, s.block_n, s.block_m, T, s.mma_tiles>(p, stream);
 }
 
 constexpr bool same_tiles(const TileShape& a, const TileShape& b) {
@@ -626,15 +628,15 @@ constexpr bool same_tiles(const TileShape& a, const TileShape& b) {
 // shared memory. Compiled: the shape it picks with the least shared memory and the one with the most
 // (the same at d = 128, where the device is not asked).
 template <int D, typename T>
-void launch_dkdv_default(const BackwardParams& p, bool cap, cudaStream_t stream) {
+void launch_dkdv_default(const BackwardParams& p, cudaStream_t stream) {
   constexpr int kLeast = 0, kMost = 1 << 30;
   constexpr TileShape least = fa2_backward_shape(D, kLeast), most = fa2_backward_shape(D, kMost);
   if constexpr (same_tiles(least, most)) {
-    launch_dkdv_for<D, kMost, T>(p, cap, stream);
+    launch_dkdv_for<D, kMost, T>(p, stream);
   } else {
     const TileShape s = fa2_backward_shape(D, int(max_smem_per_block()));
-    if (same_tiles(s, least)) launch_dkdv_for<D, kLeast, T>(p, cap, stream);
-    else if (same_tiles(s, most)) launch_dkdv_for<D, kMost, T>(p, cap, stream);
+    if (same_tiles(s, least)) launch_dkdv_for<D, kLeast, T>(p, stream);
+    else if (same_tiles(s, most)) launch_dkdv_for<D, kMost, T>(p, stream);
     else throw Error("fa2 backward: fa2_backward_shape chose a dkdv shape that fa2_bwd.cu does not compile");
   }
 }
@@ -644,23 +646,23 @@ void launch_dkdv_default(const BackwardParams& p, bool cap, cudaStream_t stream)
 // timing them side by side in one process (unset or 0: the default). Compiled only with
 // -DFLASHLAB_SHAPE_EXPERIMENTS=ON (gpu/README.md).
 template <int D, typename T>
-bool launch_dkdv_experiment(const BackwardParams& p, bool cap, cudaStream_t stream) {
+bool launch_dkdv_experiment(const BackwardParams& p, cudaStream_t stream) {
   static const int which = [] {
     const char* e = std::getenv("FLASHLAB_FA2_BWD_SHAPE");
     return e ? std::atoi(e) : 0;
   }();
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     switch (which) {
-      case 1: launch_dkdv<D, 64, 64, T, 1>(p, cap, stream); return true;  // v1: one key tile a warp, 64 keys
+      case 1: launch_dkdv<D, 64, 64, T, 1>(p, stream); return true;  // v1: one key tile a warp, 64 keys
     }
     if constexpr (D == 64) {
       switch (which) {
-        case 2: launch_dkdv<D, 128, 64, T, 2>(p, cap, stream); return true;     // v4-v5: Br = 64
-        case 3: launch_dkdv<D, 128, 64, T, 2, 2>(p, cap, stream); return true;  // two CTAs an SM (spills)
+        case 2: launch_dkdv<D, 128, 64, T, 2>(p, stream); return true;     // v4-v5: Br = 64
+        case 3: launch_dkdv<D, 128, 64, T, 2, 2>(p, stream); return true;  // two CTAs an SM (spills)
       }
     } else if constexpr (D == 128) {
       switch (which) {
-        case 3: launch_dkdv<D, 64, 64, T, 2, 2>(p, cap, stream); return true;  // 64 keys, two CTAs an SM
+        case 3: launch_dkdv<D, 64, 64, T, 2, 2>(p, stream); return true;  // 64 keys, two CTAs an SM
       }
     }
   }
@@ -677,20 +679,19 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
   preprocess_kernel<D, T><<<dim3((p.seqlen_q + kPreRows - 1) / kPreRows, p.heads_q, p.batch), 256, 0, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
 
-  const bool cap = p.softcap > 0.f;
 #if defined(FLASHLAB_SHAPE_EXPERIMENTS)
-  const bool experiment = launch_dkdv_experiment<D, T>(p, cap, stream);
+  const bool experiment = launch_dkdv_experiment<D, T>(p, stream);
 #else
   const bool experiment = false;
 #endif
-  if (!experiment) launch_dkdv_default<D, T>(p, cap, stream);
+  if (!experiment) launch_dkdv_default<D, T>(p, stream);
 
   if (p.deterministic) {
     constexpr size_t q_smem = size_t(2 * kBrQ + 4 * C::kBcQ) * D * sizeof(T);
     static_assert(q_smem == size_t(C::dq.smem_bytes), "dq_kernel's shared memory as shapes.hpp has it");
-    const bool extras = p.has_extras();
-    auto dq = cap ? (extras ? dq_kernel<D, C::kBcQ, T, true, true> : dq_kernel<D, C::kBcQ, T, true, false>)
-                  : (extras ? dq_kernel<D, C::kBcQ, T, false, true> : dq_kernel<D, C::kBcQ, T, false, false>);
+    const auto dq = pick_instantiation(p, [](auto cap, auto f) {
+      return &dq_kernel<D, C::kBcQ, T, decltype(cap)::value, decltype(f)::value>;
+    });
     check_block_lists(p.dq_blocks, kBrQ, C::kBcQ, "fa2 backward (deterministic dQ)");
     allow_smem(dq, q_smem);
     dq<<<dim3((p.seqlen_q + kBrQ - 1) / kBrQ, p.heads_q, p.batch), kThreadsQ, q_smem, stream>>>(p);

@@ -1,8 +1,9 @@
 // fa2: FlashAttention-2 forward on tensor cores, head dims 64 and 128 (every multiple of 8 up to 128,
 // zero-padded); head dim 256 runs fa2_fwd_pairs.cu. bf16 / fp16 in, fp32 accumulate; causal and
-// sliding-window masks (bottom-right), softcap, ALiBi and dropout (core's dropout.hpp, the CPU's mask bit
-// for bit; a kExtras instantiation, so the kernels without them are unchanged), GQA/MQA, seqlen_q !=
-// seqlen_k, varlen, LSE out.
+// sliding-window masks (bottom-right), mask functions (row intervals, a dense mask's bits and block lists),
+// softcap, ALiBi and dropout (core's dropout.hpp, the CPU's mask bit for bit), GQA/MQA, seqlen_q !=
+// seqlen_k, varlen, LSE out. Mask functions, and ALiBi and dropout on top, are instantiations of their
+// own (params.hpp Features), so the kernels without them are unchanged.
 //
 // The kernel body, top to bottom, by role:
 //   scheduler  one CTA per (Q block of Br rows, head, batch): grid (ceil(seqlen_q / Br), heads_q, batch).
@@ -82,10 +83,12 @@ struct Pair {
 };
 
 // ---- the kernel
-template <class S, typename T, bool kSoftcap, bool kExtras>
+template <class S, typename T, bool kSoftcap, Features kF>
 __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const AttentionParams p) {
   constexpr int D = S::D, kMT = S::kMT, kBc = S::kBc, kStages = S::kStages, kBr = S::kBr;
   constexpr int kThreads = S::kThreads;
+  constexpr bool kMask = kF != Features::none;      // a mask function's rows, bits and block lists
+  constexpr bool kExtras = kF == Features::extras;  // ALiBi and dropout
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (Br, D)
   T* sK = sQ + kBr * D;                     // (stages, Bc, D)
@@ -107,21 +110,23 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   float* lse = p.lse + seq.row_array(h, b, p);
 
   // The K/V blocks this Q block sees, and where they need no mask.
-  // With kExtras a mask function's row intervals may replace the window rule (sequence.cuh RowMask);
+  // With kMask a mask function's row intervals may replace the window rule (sequence.cuh RowMask);
   // without, the window rule as it was (the same registers: ptxas spilled more through the struct).
-  const RowMask rm = row_mask<kExtras>(p, seq, b);
-  const auto blocks = kExtras ? key_blocks<kBr, kBc>(row0, rm)
+  const RowMask rm = row_mask<kMask>(p, seq, b);
+  const auto blocks = kMask ? key_blocks<kBr, kBc>(row0, rm)
                               : key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
   const int j_begin = blocks.begin, j_end = blocks.end;
-  // With kExtras the blocks walked are those of `walk`: the same run, or under a dense mask this Q
+  // With kMask the blocks walked are those of `walk`: the same run, or under a dense mask this Q
   // block's list. Without, the loop below reads exactly as it did before lists (j from j_begin to
   // j_end): ptxas gave the d = 128 kernel 60 more bytes of spills when it walked a BlockWalk.
-  const BlockWalk walk = kExtras ? block_walk(p.forward_blocks, b, i_block, j_begin, j_end) : BlockWalk{};
+  const BlockWalk walk = kMask ? block_walk(p.forward_blocks, b, i_block, j_begin, j_end) : BlockWalk{};
 
   // Accumulators: O (16 kMT rows x D per warp) and the running max / sum of the thread's rows.
   float acc_o[kMT][D / 8][4];
   float row_max[kMT][2], row_sum[kMT][2];
-  int lo[kMT][2], hi[kMT][2];  // the columns each of this thread's rows sees (without kExtras; with, read per tile)
+  // The columns each of this thread's rows sees: held for the loop, or with kExtras read per tile
+  // (holding them beside ALiBi's and dropout's registers cost spills).
+  int lo[kMT][2], hi[kMT][2];
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
     zero(acc_o[mt]);
@@ -130,8 +135,8 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
       row_max[mt][r] = -INFINITY;
       row_sum[mt][r] = 0.f;
       const int row = row0 + (warp * kMT + mt) * 16 + qrow + 8 * r;
-      lo[mt][r] = kExtras ? 0 : col_begin(row, sq, sk, p.window_left);
-      hi[mt][r] = kExtras ? 0 : col_end(row, sq, sk, p.window_right);
+      lo[mt][r] = kExtras ? 0 : kMask ? rm.begin(row) : col_begin(row, sq, sk, p.window_left);
+      hi[mt][r] = kExtras ? 0 : kMask ? rm.end(row) : col_end(row, sq, sk, p.window_right);
     }
   }
   // This thread's two rows in MMA tile mt, plus `shift` (sk - sq: their diagonal's column, for ALiBi);
@@ -150,19 +155,19 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   const Ldsm<D, Frag::BTrans> ldsm_v(lane);
   const uint32_t q_warp = smem_addr(sQ) + 2u * uint32_t(warp * kMT * 16 * D);  // this warp's rows of Q
 
-  // n: block j's place in the walk (kExtras); `more`: a block comes after j; `next`: which.
-  auto more = [&](int j, int n) { return kExtras ? n + 1 < walk.count : j + 1 < j_end; };
-  auto next = [&](int j, int n) { return kExtras ? walk.block(n + 1) : j + 1; };
-  const int j_first = kExtras ? walk.block(0) : j_begin;
-  if (kExtras ? walk.count > 0 : j_begin < j_end) {
+  // n: block j's place in the walk (kMask); `more`: a block comes after j; `next`: which.
+  auto more = [&](int j, int n) { return kMask ? n + 1 < walk.count : j + 1 < j_end; };
+  auto next = [&](int j, int n) { return kMask ? walk.block(n + 1) : j + 1; };
+  const int j_first = kMask ? walk.block(0) : j_begin;
+  if (kMask ? walk.count > 0 : j_begin < j_end) {
     load_tile<D, kThreads, kBr>(sQ, q, p.q_row_stride, row0, sq, p.head_dim);
     load_tile<D, kThreads, kBc>(sK, k, p.k_row_stride, j_first * kBc, sk, p.head_dim);
     load_tile<D, kThreads, kBc>(sV, v, p.v_row_stride, j_first * kBc, sk, p.head_dim);
     cp_async_commit();
   }
 
-  for (int j = j_first, n = 0; kExtras ? n < walk.count : j < j_end; j = more(j, n) ? next(j, n) : j_end, ++n) {
-    const int stage = kStages == 2 ? (kExtras ? n : j - j_begin) & 1 : 0;
+  for (int j = j_first, n = 0; kMask ? n < walk.count : j < j_end; j = more(j, n) ? next(j, n) : j_end, ++n) {
+    const int stage = kStages == 2 ? (kMask ? n : j - j_begin) & 1 : 0;
     cp_async_wait<0>();
     __syncthreads();  // tile j is in shared memory for every warp; every warp is done with the one before
     if (kStages == 2 && more(j, n)) {  // prefetch the next tile into the other stage while computing j
@@ -188,7 +193,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) softmax::alibi(acc_s[mt], j * kBc, qcol, rows_of(mt, sk - sq).v, slope);
     }
-    if (kExtras && walk.list ? walk.listed_partial(n) : blocks.needs_mask(j)) {
+    if (kMask && walk.list ? walk.listed_partial(n) : blocks.needs_mask(j)) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         if constexpr (kExtras) {  // a mask function's rows: their intervals read where needed
@@ -199,7 +204,7 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
           softmax::mask(acc_s[mt], j * kBc, qcol, lo[mt], hi[mt]);
         }
       }
-      if (kExtras && p.bits.words) {  // a dense mask's holes, this thread's rows of bits
+      if (kMask && p.bits.words) {  // a dense mask's holes, this thread's rows of bits
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           const Pair row = rows_of(mt, 0);
@@ -304,10 +309,10 @@ using Default = typename DefaultOf<D>::type;
 template <class S, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
   constexpr size_t smem = size_t(S::smem_elems()) * sizeof(T);
-  const bool cap = p.softcap > 0.f, extras = p.has_extras();
   check_block_lists(p.forward_blocks, S::kBr, S::kBc, "fa2 forward");
-  auto kernel = cap ? (extras ? fa2_forward_kernel<S, T, true, true> : fa2_forward_kernel<S, T, true, false>)
-                    : (extras ? fa2_forward_kernel<S, T, false, true> : fa2_forward_kernel<S, T, false, false>);
+  const auto kernel = pick_instantiation(p, [](auto cap, auto f) {
+    return &fa2_forward_kernel<S, T, decltype(cap)::value, decltype(f)::value>;
+  });
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const dim3 grid((p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch);
   kernel<<<grid, S::kThreads, smem, stream>>>(p);

@@ -77,8 +77,10 @@ static_assert(D == 256 && kShape.warp_pairs && kShape.stages == 1 && kThreads ==
                   kBr == kPairs * kPairRows && kMT == kShape.mma_tiles && kSmemBytes == size_t(kShape.smem_bytes),
               "shapes.hpp's fa2_forward_shape(256) must describe this kernel");
 
-template <typename T, bool kSoftcap, bool kExtras>
+template <typename T, bool kSoftcap, Features kF>
 __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_pairs_kernel(const AttentionParams p) {
+  constexpr bool kMask = kF != Features::none;      // a mask function's rows, bits and block lists
+  constexpr bool kExtras = kF == Features::extras;  // ALiBi and dropout
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (Br, D)
   T* sK = sQ + kBr * D;                     // (Bc, D)
@@ -103,13 +105,13 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
   float* lse = p.lse + seq.row_array(h, b, p);
 
   // The K/V blocks this Q block sees, and where they need no mask.
-  // With kExtras a mask function's row intervals may replace the window rule (sequence.cuh RowMask);
+  // With kMask a mask function's row intervals may replace the window rule (sequence.cuh RowMask);
   // without, the window rule as it was (the same registers: ptxas spilled more through the struct).
-  const RowMask rm = row_mask<kExtras>(p, seq, b);
-  const auto blocks = kExtras ? key_blocks<kBr, kBc>(row0, rm)
+  const RowMask rm = row_mask<kMask>(p, seq, b);
+  const auto blocks = kMask ? key_blocks<kBr, kBc>(row0, rm)
                               : key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
-  // The blocks walked: the run [begin, end), or under a dense mask this Q block's list (kExtras only).
-  const BlockWalk walk = kExtras ? block_walk(p.forward_blocks, b, i_block, blocks.begin, blocks.end)
+  // The blocks walked: the run [begin, end), or under a dense mask this Q block's list (kMask only).
+  const BlockWalk walk = kMask ? block_walk(p.forward_blocks, b, i_block, blocks.begin, blocks.end)
                                  : BlockWalk{nullptr, blocks.begin, blocks.end - blocks.begin, 0};
 
   // This warp's rows within the block: pair_row0 + 16 mt + qrow + 8 r.
@@ -126,8 +128,8 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
       row_max[mt][r] = -INFINITY;
       row_sum[mt][r] = 0.f;
       const int row = row0 + pair_row0 + mt * 16 + qrow + 8 * r;
-      lo[mt][r] = kExtras ? rm.begin(row) : col_begin(row, sq, sk, p.window_left);
-      hi[mt][r] = kExtras ? rm.end(row) : col_end(row, sq, sk, p.window_right);
+      lo[mt][r] = kMask ? rm.begin(row) : col_begin(row, sq, sk, p.window_left);
+      hi[mt][r] = kMask ? rm.end(row) : col_end(row, sq, sk, p.window_right);
       rows[mt][r] = row;
       diag[mt][r] = row + sk - sq;
     }
@@ -180,10 +182,10 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) softmax::alibi(acc_s[mt], j * kBc + half * kHalfKeys, qcol, diag[mt], slope);
     }
-    if (kExtras && walk.list ? walk.listed_partial(n) : blocks.needs_mask(j)) {
+    if (kMask && walk.list ? walk.listed_partial(n) : blocks.needs_mask(j)) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) softmax::mask(acc_s[mt], j * kBc + half * kHalfKeys, qcol, lo[mt], hi[mt]);
-      if (kExtras && p.bits.words) {  // a dense mask's holes, this thread's rows of bits
+      if (kMask && p.bits.words) {  // a dense mask's holes, this thread's rows of bits
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           const BitRow bits[2] = {bit_row(p.bits, b, h, rows[mt][0], sq), bit_row(p.bits, b, h, rows[mt][1], sq)};
@@ -293,10 +295,10 @@ __global__ void __launch_bounds__(kThreads, kShape.min_ctas_per_sm) fa2_forward_
 
 template <typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
-  const bool cap = p.softcap > 0.f, extras = p.has_extras();
   check_block_lists(p.forward_blocks, kBr, kBc, "fa2 forward (d = 256)");
-  auto kernel = cap ? (extras ? fa2_forward_pairs_kernel<T, true, true> : fa2_forward_pairs_kernel<T, true, false>)
-                    : (extras ? fa2_forward_pairs_kernel<T, false, true> : fa2_forward_pairs_kernel<T, false, false>);
+  const auto kernel = pick_instantiation(p, [](auto cap, auto f) {
+    return &fa2_forward_pairs_kernel<T, decltype(cap)::value, decltype(f)::value>;
+  });
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
   const dim3 grid((p.seqlen_q + kBr - 1) / kBr, p.heads_q, p.batch);
   kernel<<<grid, kThreads, kSmemBytes, stream>>>(p);

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <type_traits>
 
 #include "flashlab/error.hpp"
 #include "params.hpp"
@@ -18,6 +19,23 @@ inline void check_block_lists(const BlockLists& l, int block_m, int block_n, con
     throw Error(std::string(kernel) + ": the dense mask's block lists are for " + std::to_string(l.block_m) + " x " +
                 std::to_string(l.block_n) + " tiles and this kernel runs " + std::to_string(block_m) + " x " +
                 std::to_string(block_n));
+}
+
+// A kernel's instantiation for this problem's softcap and features (params.hpp Features): `make` takes
+// std::bool_constant<softcap> and std::integral_constant<Features, f> and returns that instantiation's
+// address, so a launch names its kernel once rather than once for each of the six.
+template <class Make>
+auto pick_instantiation(const AttentionParams& p, Make make) {
+  using F = Features;
+  const auto with = [&](auto cap) {
+    switch (p.features()) {
+      case F::none: return make(cap, std::integral_constant<F, F::none>{});
+      case F::mask: return make(cap, std::integral_constant<F, F::mask>{});
+      case F::extras: break;
+    }
+    return make(cap, std::integral_constant<F, F::extras>{});
+  };
+  return p.softcap > 0.f ? with(std::true_type{}) : with(std::false_type{});
 }
 
 // fa1_minimal.cu: Algorithm 1, fp32 scalar. l, m: (batch, heads, seqlen_q) fp32 scratch.

@@ -31,6 +31,15 @@ struct BlockLists {
   bool by_batch = false;        // variant = batch entry (a 4-d mask with a batch dimension), else 0
 };
 
+// The options a kernel instantiation compiles in, each level adding to the one before; a problem runs
+// the least that covers it (AttentionParams::features), so the kernels without a level keep their code
+// and registers:
+//   none    the window rule (causal, sliding window): the kernels as they were before masks
+//   mask    a mask function: each row's interval of keys (mask_lo / mask_hi), a dense mask's bits and
+//           each kernel's block lists
+//   extras  ALiBi and dropout as well (their per-element bias, keep test and registers)
+enum class Features : int { none, mask, extras };
+
 struct AttentionParams {
   const void* q = nullptr;    // (batch, seqlen_q, heads_q,  head_dim)
   const void* k = nullptr;    // (batch, seqlen_k, heads_kv, head_dim)
@@ -59,8 +68,11 @@ struct AttentionParams {
   uint64_t dropout_seed = 0;
   uint32_t dropout_threshold = 0;
   float dropout_keep_scale = 1.f;
-  // ALiBi, dropout or a mask function's rows: the kernels' kExtras instantiation (the others keep their code).
-  bool has_extras() const { return alibi_slopes != nullptr || dropout_threshold != 0 || mask_lo != nullptr; }
+  // Which of the kernels' instantiations runs this problem (Features below).
+  Features features() const {
+    if (alibi_slopes != nullptr || dropout_threshold != 0) return Features::extras;
+    return mask_lo != nullptr ? Features::mask : Features::none;
+  }
   // A mask with one interval of visible keys a row, whose ends never decrease as the row grows (core's
   // prefix-LM, document and chunked masks, the window folded in: Problem::col_begin / col_end): row i of
   // batch entry b sees keys [mask_lo[b seqlen_q + i], mask_hi[b seqlen_q + i]). Fixed-length batches only.
