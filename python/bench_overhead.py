@@ -1,11 +1,16 @@
 """The custom op's per-call overhead over a direct C ABI call, on a GPU (issue 16: under 10 us).
 
-Three ways to run the same fa2 forward on the same tensors, each timed as the host time per call over many
+Ways to run the same fa2 forward on the same tensors, each timed as the host time per call over many
 back-to-back calls of a tiny problem (so the kernel itself is short and the launch queue does not fill):
   abi      flashlab_forward_v1 through ctypes, structs built once (what any binding pays at least)
-  op       torch.ops.flashlab.fwd (the custom op: dispatcher, checks inside, outputs allocated)
+  op       torch.ops.flashlab.fwd.default (the custom op as flash_attn_func and torch.compile call it:
+           dispatcher, checks inside, outputs allocated)
+  packet   torch.ops.flashlab.fwd (the same op through its overload packet, which picks the overload
+           at each call)
   func     flashlab.flash_attn_func (flash-attn's signature: Python checks, then the op)
-overhead = op - abi and func - abi. Prints a table and, with --json, one JSON object. The op is whichever
+  alloc    the two torch.empty calls of the op's outputs alone, from Python (for scale, not subtracted)
+The ways take turns, round after round, and each keeps its best round, so a drift of the machine (clocks,
+another process) falls on all of them alike. overhead = op - abi and func - abi. Prints a table and, with --json, one JSON object. The op is whichever
 registration torch_ops made (torch_ops.BACKEND): the C++ ops (csrc/ops.cpp) when they build, else the Python
 custom_op; --ops picks one (it sets FLASHLAB_TORCH_OPS before flashlab is imported).
 
@@ -24,23 +29,28 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 BACKEND_NAMES = {"cpp": "C++ ops", "python": "Python custom_op"}
 
 
-def per_call_us(fn, calls, sync):
-    for _ in range(50):
-        fn()
-    sync()
-    best = float("inf")
-    for _ in range(5):  # the best of 5 repeats: the machine's noise only ever adds
-        t0 = time.perf_counter()
-        for _ in range(calls):
+def per_call_us(fns, calls, rounds, sync):
+    """{name: fn} -> {name: best us per call}: the functions take turns, `rounds` rounds of `calls` calls
+    each; the best round counts (the machine's noise only ever adds)."""
+    for fn in fns.values():
+        for _ in range(50):
             fn()
-        sync()
-        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
+    sync()
+    best = {name: float("inf") for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            sync()
+            best[name] = min(best[name], (time.perf_counter() - t0) / calls * 1e6)
     return best
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--seqlen", type=int, default=64)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--ops", choices=["python", "cpp"], default=None,
@@ -68,14 +78,15 @@ def main():
         if fn(b"fa2", pref, tref, err, 256) != 0:
             raise RuntimeError(err.value.decode())
 
-    op = torch.ops.flashlab.fwd
-    sync = torch.cuda.synchronize
-    rows = {
-        "abi": per_call_us(abi, args.calls, sync),
-        "op": per_call_us(lambda: op(q, k, v, None, None, 0, 0, 0.0, 0.0, True, -1, -1, 0.0, None, 0, "fa2", False),
-                          args.calls, sync),
-        "func": per_call_us(lambda: flashlab.flash_attn_func(q, k, v, causal=True), args.calls, sync),
-    }
+    op, packet = torch.ops.flashlab.fwd.default, torch.ops.flashlab.fwd
+    options = (None, None, 0, 0, 0.0, 0.0, True, -1, -1, 0.0, None, 0, "fa2", False)
+    rows = per_call_us({
+        "abi": abi,
+        "op": lambda: op(q, k, v, *options),
+        "packet": lambda: packet(q, k, v, *options),
+        "func": lambda: flashlab.flash_attn_func(q, k, v, causal=True),
+        "alloc": lambda: (torch.empty_like(q), torch.empty(b, h, s, device="cuda", dtype=torch.float32)),
+    }, args.calls, args.rounds, torch.cuda.synchronize)
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
               "ops": BACKEND_NAMES[torch_ops.BACKEND], "why_not_cpp": torch_ops.WHY_NOT_CPP, "shape": [b, s, h, d],
               "us_per_call": rows, "op_overhead_us": rows["op"] - rows["abi"],
@@ -87,7 +98,7 @@ def main():
     why = f" (C++ not used: {result['why_not_cpp']})" if result["why_not_cpp"] else ""
     print(f"  op registered as: {result['ops']}{why}")
     for name, us in rows.items():
-        print(f"  {name:5s} {us:8.2f} us/call")
+        print(f"  {name:6s} {us:8.2f} us/call")
     print(f"  overhead of the op over the C ABI:       {result['op_overhead_us']:6.2f} us (target < 10)")
     print(f"  overhead of flash_attn_func over the ABI: {result['func_overhead_us']:6.2f} us")
 
