@@ -3,10 +3,11 @@
 Ways to run the same fa2 forward on the same tensors, each timed as the host time per call over many
 back-to-back calls of a tiny problem (so the kernel itself is short and the launch queue does not fill):
   abi      flashlab_forward_v1 through ctypes, structs built once (what any binding pays at least)
-  op       torch.ops.flashlab.fwd.default (the custom op as flash_attn_func and torch.compile call it:
-           dispatcher, checks inside, outputs allocated)
-  packet   torch.ops.flashlab.fwd (the same op through its overload packet, which picks the overload
-           at each call)
+  op       torch.ops.flashlab.fwd.default(q, k, v, True): the custom op as flash_attn_func calls it for
+           causal=True (the options it does not set left to the schema's defaults): dispatcher, checks
+           inside, outputs allocated
+  op_all   the same with all 17 arguments passed (each costs its conversion from Python)
+  packet   torch.ops.flashlab.fwd(q, k, v, True) (the overload packet, which picks the overload at each call)
   func     flashlab.flash_attn_func (flash-attn's signature: Python checks, then the op)
   alloc    the two torch.empty calls of the op's outputs alone, from Python (for scale, not subtracted)
 The ways take turns, round after round, and each keeps its best round, so a drift of the machine (clocks,
@@ -79,11 +80,12 @@ def main():
             raise RuntimeError(err.value.decode())
 
     op, packet = torch.ops.flashlab.fwd.default, torch.ops.flashlab.fwd
-    options = (None, None, 0, 0, 0.0, 0.0, True, -1, -1, 0.0, None, 0, "fa2", False)
+    every = (True, 0.0, -1, -1, 0.0, 0.0, 0, None, None, None, 0, 0, "fa2", False)  # the schema's order
     rows = per_call_us({
         "abi": abi,
-        "op": lambda: op(q, k, v, *options),
-        "packet": lambda: packet(q, k, v, *options),
+        "op": lambda: op(q, k, v, True),
+        "op_all": lambda: op(q, k, v, *every),
+        "packet": lambda: packet(q, k, v, True),
         "func": lambda: flashlab.flash_attn_func(q, k, v, causal=True),
         "alloc": lambda: (torch.empty_like(q), torch.empty(b, h, s, device="cuda", dtype=torch.float32)),
     }, args.calls, args.rounds, torch.cuda.synchronize)

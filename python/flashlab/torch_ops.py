@@ -94,10 +94,15 @@ def _host_f32(x):
 
 # ---- the forward: the Python body (every device on the Python path, the CPU kernel on the C++ path)
 
-def _fwd_body(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
-              max_seqlen_q: int, max_seqlen_k: int, dropout_p: float, softmax_scale: float, causal: bool,
-              window_left: int, window_right: int, softcap: float, alibi_slopes: Optional[Tensor], seed: int,
-              impl: str, deterministic: bool) -> Tuple[Tensor, Tensor]:
+# fwd's options come most used first, each with its default (flash-attn's), so that a caller passes only the
+# few it sets: every argument not passed saves its conversion at the op's call (~0.2 us each; python/README.md).
+# impl "" is the device's default: fa2 on CUDA tensors, tiled-fa2 on the CPU.
+def _fwd_body(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, softmax_scale: float = 0.0,
+              window_left: int = -1, window_right: int = -1, softcap: float = 0.0, dropout_p: float = 0.0,
+              seed: int = 0, alibi_slopes: Optional[Tensor] = None, cu_seqlens_q: Optional[Tensor] = None,
+              cu_seqlens_k: Optional[Tensor] = None, max_seqlen_q: int = 0, max_seqlen_k: int = 0, impl: str = "",
+              deterministic: bool = False) -> Tuple[Tensor, Tensor]:
+    impl = impl or (DEFAULT_DEVICE_IMPL if q.is_cuda else DEFAULT_HOST_IMPL)
     if not q.is_cuda:  # the op called directly on CPU tensors: the checks flash_attn_func makes first
         _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, impl)
     shapes, problem = _problem_of(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
@@ -117,8 +122,10 @@ def _fwd_body(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], c
     return out.to(q.dtype), lse
 
 
-def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
-              window_left, window_right, softcap, alibi_slopes, seed, impl, deterministic):
+def _fwd_fake(q, k, v, causal=False, softmax_scale=0.0, window_left=-1, window_right=-1, softcap=0.0, dropout_p=0.0,
+              seed=0, alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, impl="",
+              deterministic=False):
+    impl = impl or (DEFAULT_DEVICE_IMPL if q.is_cuda else DEFAULT_HOST_IMPL)
     if cu_seqlens_q is None and cu_seqlens_k is None:
         # what flash_attn_func's fast path (C++ ops, CUDA, fixed length) leaves to the op, checked at trace time
         _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, impl)
@@ -170,7 +177,7 @@ def _backward_impl(impl, on_cuda):
 
 
 def _setup_context(ctx, inputs, output):
-    (q, k, v, cu_q, cu_k, max_q, max_k, dropout_p, scale, causal, wl, wr, softcap, alibi, seed, impl,
+    (q, k, v, causal, scale, wl, wr, softcap, dropout_p, seed, alibi, cu_q, cu_k, max_q, max_k, impl,
      deterministic) = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, alibi)
@@ -206,6 +213,17 @@ else:
     bwd = torch.library.custom_op("flashlab::bwd", _bwd_body, mutates_args=())
     bwd.register_fake(_bwd_fake)
 _fwd = torch.ops.flashlab.fwd.default  # what flash_attn_func calls, either way
+# fwd's options after q, k, v and their defaults, in the schema's order (_fwd_body's signature)
+_FWD_DEFAULTS = (False, 0.0, -1, -1, 0.0, 0.0, 0, None, None, None, 0, 0, "", False)
+
+
+def _without_trailing_defaults(options):
+    """fwd's options with the trailing ones that equal their defaults left off (the op fills them in)."""
+    n = len(options)
+    while n and (options[n - 1] is None if _FWD_DEFAULTS[n - 1] is None else
+                 type(options[n - 1]) is type(_FWD_DEFAULTS[n - 1]) and options[n - 1] == _FWD_DEFAULTS[n - 1]):
+        n -= 1
+    return options[:n]
 
 
 # ---- flash-attn's signature over the op, with its checks (traced by torch.compile: plain Python on shapes)
@@ -241,6 +259,7 @@ def _check_tensors(q, k, v, cu_q, cu_k, impl):
 
 def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
               window_size, softcap, alibi_slopes, deterministic, return_attn_probs, impl, seed):
+    given_impl = impl or ""  # "" lets the op choose the device's default
     impl = impl or (DEFAULT_DEVICE_IMPL if q.is_cuda else DEFAULT_HOST_IMPL)
     if BACKEND == "cpp" and q.is_cuda and cu_seqlens_q is None and cu_seqlens_k is None:
         # the fast path: the C++ op checks the tensors, their shapes and the slopes itself (csrc/ops.cpp, in
@@ -255,7 +274,8 @@ def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, d
     _checks.check_window(window_size)
     if softmax_scale is not None and not softmax_scale > 0:
         raise ValueError(f"softmax_scale must be a positive number or None (1/sqrt(headdim)), got {softmax_scale}")
-    out, lse = _fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q or 0, max_seqlen_k or 0, float(dropout_p),
-                    float(softmax_scale or 0.0), bool(causal), int(window_size[0]), int(window_size[1]),
-                    float(softcap), alibi_slopes, int(seed), impl, bool(deterministic))
+    options = (bool(causal), float(softmax_scale or 0.0), int(window_size[0]), int(window_size[1]), float(softcap),
+               float(dropout_p), int(seed), alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q or 0,
+               max_seqlen_k or 0, given_impl, bool(deterministic))
+    out, lse = _fwd(q, k, v, *_without_trailing_defaults(options))
     return (out, lse, None) if return_attn_probs else out

@@ -196,8 +196,25 @@ def test_compile_first_in_a_fresh_process():
 def test_op_opcheck():
     """torch.library.opcheck: schema, fake implementation, autograd registration agree with the real op."""
     q, k, v = rand(1, 64, 2, 64), rand(1, 64, 2, 64), rand(1, 64, 2, 64)
-    args = (q, k, v, None, None, 0, 0, 0.0, 0.0, True, -1, -1, 0.0, None, 0, "fa2", False)
-    torch.library.opcheck(torch.ops.flashlab.fwd.default, args)
+    torch.library.opcheck(torch.ops.flashlab.fwd.default, (q, k, v, True))  # as flash_attn_func calls it
+    every = (q, k, v, True, 0.125, -1, -1, 0.0, 0.0, 0, None, None, None, 0, 0, "fa2", False)
+    torch.library.opcheck(torch.ops.flashlab.fwd.default, every)
+
+
+def test_flash_attn_func_passes_only_the_options_it_sets():
+    """The op's defaults fill what flash_attn_func leaves off (a cheaper call); anything set is passed."""
+    trim, defaults = torch_ops._without_trailing_defaults, torch_ops._FWD_DEFAULTS
+    assert trim(defaults) == ()
+    assert trim((True,) + defaults[1:]) == (True,)
+    assert trim(defaults[:-1] + (True,)) == defaults[:-1] + (True,)  # deterministic set: everything passed
+    slopes = torch.ones(2, device=DEVICE)
+    assert trim(defaults[:7] + (slopes,) + defaults[8:])[7] is slopes
+    assert trim((False, 0.0, -1, 0) + defaults[4:]) == (False, 0.0, -1, 0)  # window (-1, 0): right set
+    q = rand(1, 64, 2, 64, grad=False)
+    out = flashlab.flash_attn_func(q, q, q, causal=True)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), q.transpose(1, 2), q.transpose(1, 2),
+                                                           is_causal=True).transpose(1, 2)
+    assert (out.float() - ref.float()).abs().max() < 2e-2
 
 
 def test_input_errors_say_what_to_change():
@@ -225,7 +242,8 @@ def test_op_schemas_are_the_python_signatures():
         from torch._library.infer_schema import infer_schema as infer
     for name, body in (("fwd", torch_ops._fwd_body), ("bwd", torch_ops._bwd_body)):
         registered = str(getattr(torch.ops.flashlab, name).default._schema)
-        assert registered == f"flashlab::{name}" + infer(body, mutates_args=()), torch_ops.BACKEND
+        inferred = str(torch._C.parse_schema(f"flashlab::{name}" + infer(body, mutates_args=())))  # printed alike
+        assert registered == inferred, torch_ops.BACKEND
 
 
 def test_cpp_ops_active_and_free_of_python():
@@ -244,7 +262,7 @@ def test_cpp_ops_active_and_free_of_python():
 
     q, k, v = rand(1, 64, 2, 64), rand(1, 64, 2, 64), rand(1, 64, 2, 64)
     op = torch.ops.flashlab.fwd.default
-    args = (None, None, 0, 0, 0.0, 0.0, True, -1, -1, 0.0, None, 0, "fa2", False)
+    args = (True,)  # causal; the other options from the schema's defaults
     sys.setprofile(profile)
     try:
         with torch.no_grad():
