@@ -110,15 +110,16 @@ DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(st
           for (int64_t j = 0; j < sk; ++j)
             if (m.at(b, h, i, j)) at[j / 32] = int32_t(uint32_t(at[j / 32]) | (1u << (j % 32)));
 
-    // The lists at each fa2 kernel's tiles, as its launch will pick them (shapes.hpp).
+    // The lists at each fa2 kernel's tiles and at fa3's forward, as their launches will pick them (shapes.hpp).
     const int d = fa2_padded_head_dim(int(problem.head_dim));
     if (d == 0) throw Error("fa2 takes head dims up to 256: no block lists for head_dim " + std::to_string(problem.head_dim));
     const int variants = m.varies_by_batch() ? int(problem.batch) : 1;
     const TileShape fwd = fa2_forward_shape(d), kv = fa2_backward_shape(d, int(max_smem_per_block())),
-                    dq = fa2_backward_dq_shape(d);
+                    dq = fa2_backward_dq_shape(d), fa3 = fa3_forward_shape(d);
     append_lists(problem, fwd.block_m, fwd.block_n, true, variants, forward_, words);
     append_lists(problem, kv.block_m, kv.block_n, false, variants, dkdv_, words);
     append_lists(problem, dq.block_m, dq.block_n, true, variants, dq_, words);
+    append_lists(problem, fa3.block_m, fa3.block_n, true, variants, fa3_, words);
   }
 
   FLASHLAB_CUDA(cudaMallocAsync(&ptr_, words.size() * 4, stream));
@@ -134,7 +135,8 @@ void DeviceMask::set(AttentionParams& p) const {
   if (!dense_) return;
   p.bits = bits_;
   p.bits.words = reinterpret_cast<const uint32_t*>(base + bits_at_);
-  for (auto [to, from] : {std::pair{&p.forward_blocks, &forward_}, {&p.dkdv_blocks, &dkdv_}, {&p.dq_blocks, &dq_}}) {
+  for (auto [to, from] : {std::pair{&p.forward_blocks, &forward_}, {&p.dkdv_blocks, &dkdv_}, {&p.dq_blocks, &dq_},
+                          {&p.fa3_blocks, &fa3_}}) {
     *to = from->lists;
     to->counts = base + from->counts_at;
     to->index = base + from->index_at;
