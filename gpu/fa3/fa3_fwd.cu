@@ -65,7 +65,9 @@ using namespace fa3;
 
 // ---- the kernel: set up the mbarriers, split the warpgroups into their roles.
 
-template <class S, typename T, bool kSoftcap>
+// kMask: a mask function (params.hpp mask_lo / mask_hi, and under a dense mask its bits and fa3_blocks);
+// without it the kernels keep the window rule's code as it was.
+template <class S, typename T, bool kSoftcap, bool kMask>
 __global__ void __launch_bounds__(S::kThreads, 1)
     fa3_forward_kernel(const __grid_constant__ AttentionParams p, const __grid_constant__ CUtensorMap map_q,
                        const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
@@ -96,10 +98,10 @@ __global__ void __launch_bounds__(S::kThreads, 1)
 
   if (wg == 0) {
     regs_dealloc<S::kProducerRegs>();
-    if (threadIdx.x == 0) produce(sm, p, sched, &map_q, &map_k, &map_v);
+    if (threadIdx.x == 0) produce<S, T, kMask>(sm, p, sched, &map_q, &map_k, &map_v);
   } else {
     regs_alloc<S::kConsumerRegs>();
-    consume<S, T, kSoftcap>(sm, p, sched, wg - 1);
+    consume<S, T, kSoftcap, kMask>(sm, p, sched, wg - 1);
   }
 #endif
 }
@@ -150,13 +152,21 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   const CUtensorMap map_q = rows_heads_map(p.q, q_rows, p.heads_q, p.head_dim, p.q_row_stride, p.q_head_stride, S::kBr);
   const CUtensorMap map_k = rows_heads_map(p.k, k_rows, p.heads_kv, p.head_dim, p.k_row_stride, p.k_head_stride, S::kBc);
   const CUtensorMap map_v = rows_heads_map(p.v, k_rows, p.heads_kv, p.head_dim, p.v_row_stride, p.v_head_stride, S::kBc);
-  const bool causal = p.window_right == 0 && p.window_left < 0;
+  const bool causal = p.window_right == 0 && p.window_left < 0, mask = p.mask_lo != nullptr;
+  check_block_lists(p.fa3_blocks, S::kBr, S::kBc, "fa3 forward");
   // A section's K and V (2 bytes an element, a kv head shared by `group` query heads) in half the L2.
   const double kv_bytes = 4.0 * p.seqlen_k * D / (p.heads_q / p.heads_kv);
   const int section = std::max(1, int(device_attribute(cudaDevAttrL2CacheSize) / 2 / kv_bytes));
-  const TileScheduler sched{(p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch, causal, section,
+  // Under a mask function the Q blocks' walks differ in length too, so they take the causal path: the
+  // atomic counter, which balances whatever the lengths (a CTA that drew short tiles takes more), in the
+  // causal order, last Q block first within L2-sized sections. That order is longest first for prefix-LM
+  // and for causal documents and chunks nearly so (a Q block sees at most the keys up to its own rows);
+  // for a non-causal document mask or a dense one no fixed order is, and sorting tiles by their walk's
+  // length would cost a pass over the lists a launch; the sections keep each round's K/V in L2 either way.
+  const TileScheduler sched{(p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch, causal || mask, section,
                             tile_counter(stream)};
-  auto kernel = p.softcap > 0.f ? fa3_forward_kernel<S, T, true> : fa3_forward_kernel<S, T, false>;
+  auto kernel = p.softcap > 0.f ? (mask ? fa3_forward_kernel<S, T, true, true> : fa3_forward_kernel<S, T, true, false>)
+                                : (mask ? fa3_forward_kernel<S, T, false, true> : fa3_forward_kernel<S, T, false, false>);
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int grid = std::min(sched.count(), device_attribute(cudaDevAttrMultiProcessorCount));
   kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, sched);
@@ -192,6 +202,9 @@ std::string fa3_forward_unsupported(const AttentionParams& p) {
                        p.k_batch_stride == int64_t(p.seqlen_k) * p.k_row_stride &&
                        p.v_batch_stride == int64_t(p.seqlen_k) * p.v_row_stride);
   if (!folded) return "batch strides other than seqlen x row stride (fa3 folds batch and sequence into rows)";
+  if (p.mask_lo && p.cu_seqlens_q) return "a mask function with varlen (fa3 takes masks on fixed-length batches)";
+  if (p.bits.words && !p.fa3_blocks.counts)
+    return "a dense mask without fa3's block lists (params.hpp fa3_blocks; launch.hpp DeviceMask makes them)";
   return "";
 }
 
