@@ -434,6 +434,6 @@ def test_fa2_masks_through_the_abi_against_sdpa(name):
 def test_prepare_refuses_a_mask_the_kernel_cannot_take():
     from flashlab import _abi
     q = torch.randn(1, 64, 2, 64, device=DEVICE, dtype=torch.bfloat16)
-    with pytest.raises(_abi.FlashlabError, match="fa3 cannot run this problem, so no mask is prepared for it: "
+    with pytest.raises(_abi.FlashlabError, match="standard cannot run this problem, so no mask is prepared for it: "
                                                  "unsupported: mask kind document"):
-        _prepare(q, ("document", [32, 32]), kernel=b"fa3")
+        _prepare(q, ("document", [32, 32]), kernel=b"standard")
