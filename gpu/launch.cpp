@@ -57,11 +57,19 @@ void append_lists(const Problem& problem, int block_m, int block_n, bool by_q, i
     const int64_t lines = by_q ? mask.Tr() : mask.Tc(), cross = by_q ? mask.Tc() : mask.Tr();
     lists.lists.lines = int(lines);
     lists.lists.cross = int(cross);
+    // A tile whose keys run past seqlen_k is listed partial even where BlockMask calls it full (it counts
+    // only the pairs inside the problem): the kernels read those keys as zeros or as the next batch
+    // entry's, and only the element mask (the interval's end, at most seqlen_k) hides them.
+    auto kind_of = [&](int64_t line, int64_t x) {
+      const tiled::TileKind k = by_q ? mask.kind(line, x) : mask.kind(x, line);
+      const bool past_keys = ((by_q ? x : line) + 1) * block_n > problem.seqlen_k;
+      return k == tiled::TileKind::full && past_keys ? tiled::TileKind::partial : k;
+    };
     for (int64_t line = 0; line < lines; ++line) {
       int32_t partial = 0, full = 0;
       for (const tiled::TileKind kind : {tiled::TileKind::partial, tiled::TileKind::full})
         for (int64_t x = 0; x < cross; ++x)
-          if ((by_q ? mask.kind(line, x) : mask.kind(x, line)) == kind) {
+          if (kind_of(line, x) == kind) {
             index.push_back(int32_t(x));
             ++(kind == tiled::TileKind::partial ? partial : full);
           }
