@@ -1,21 +1,29 @@
 // fa3: a FlashAttention-3-style forward for Hopper (sm_90a), bf16 / fp16 in, fp32 accumulate; causal and
 // sliding-window masks (bottom-right), softcap, GQA/MQA, seqlen_q != seqlen_k, varlen, LSE out. Head dims
-// 64, 128 and 256 (every multiple of 8 up to 256, zero-padded by the copy engine).
+// 64, 128 and 256 (every multiple of 8 up to 256, zero-padded by the copy engine). Every mask function fa2
+// takes, on fixed-length batches (a kMask instantiation, so the kernels without one keep their code):
+// prefix-LM, document and chunked as each row's interval of keys (params.hpp mask_lo / mask_hi), a dense
+// mask as its bits and FlexAttention's block lists at this kernel's tiles (DenseBits, fa3_blocks).
+// ALiBi and dropout are fa2's only.
 //
 // The kernel, by role (one CTA per SM, persistent; a producer and Shape::kConsumers consumer warpgroups):
 //   scheduler  scheduler.cuh: tiles (Q block of Br rows, head, batch) handed to the persistent CTAs as
-//              they ask (an atomic counter); under a causal mask longest first, in L2-sized sections.
+//              they ask (an atomic counter); under a causal mask longest first, in L2-sized sections
+//              (under a mask function too: its tiles are as unequal).
 //   producer   producer.cuh: warpgroup 0 (one thread issues, the rest of the warpgroup exits after giving back its
 //              registers): Q_i by the bulk tensor copy engine (TMA), then K_j and V_j into `stages`
 //              128-byte-swizzled buffers, each completing on its own mbarrier; a buffer is refilled
-//              when the consumers' arrivals on its "empty" mbarrier say they are done with it.
+//              when the consumers' arrivals on its "empty" mbarrier say they are done with it. The
+//              blocks: sequence.cuh's key_blocks of the window or of a mask function's row intervals,
+//              or under a dense mask the Q block's list (BlockWalk), walked alike by the consumers.
 //   consumer   consumer.cuh: warpgroups 1 and 2, 64 query rows each: S = Q_i K_j^T by wgmma (both operands
 //              from shared memory), softmax on the accumulators in registers, O += P V_j by wgmma with P
 //              from registers and V read transposed from shared memory; S_{j+1} and P_j V_j in flight
 //              together (intra-warpgroup overlap) and the two warpgroups' GEMMs in turns (ping-pong).
 //   softmax    gpu/softmax.cuh on the wgmma accumulators (their layout is mma.sync's C fragment a warp):
-//              softcap, the edge mask (blocks that cross it), row max, exp2 with the scale folded in, row
-//              sums, O's rescale; a row's four lanes reduce by shuffles.
+//              softcap, the edge mask (blocks that cross it; a dense mask's bits on its partial blocks),
+//              row max, exp2 with the scale folded in, row sums, O's rescale; a row's four lanes reduce by
+//              shuffles. A row that sees no key ends with O = 0 and LSE = -inf.
 //   epilogue   O_i / l_i and LSE_i from registers to global memory.
 //
 // Tile shape: shapes.hpp's fa3_forward_shape (`flashlab shapes --algo fa3`).
@@ -41,6 +49,9 @@
 //   v6  v4 + v5's static non-causal deal, setmaxnreg 24 / 240: 604 / 504 (cuDNN 618 / 545).
 //   v7  any number of consumer warpgroups; three at d = 64 (Br = 192) measured 0.83-1.06x of v6 (faster
 //       only from s = 16k): the default stays two.
+//   v8  mask functions (kMask): the row intervals and dense masks of fa2, tiles by the atomic counter.
+//       The kernels without a mask compile to the same PTX as v7's; the masked ones are not yet run
+//       on a GPU nor timed.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
