@@ -127,7 +127,8 @@ DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(st
     append_lists(problem, fwd.block_m, fwd.block_n, true, variants, forward_, words);
     append_lists(problem, kv.block_m, kv.block_n, false, variants, dkdv_, words);
     append_lists(problem, dq.block_m, dq.block_n, true, variants, dq_, words);
-    append_lists(problem, fa3.block_m, fa3.block_n, true, variants, fa3_, words);
+    if (fa3.block_m == fwd.block_m && fa3.block_n == fwd.block_n) fa3_ = forward_;  // the same tiles, the same lists
+    else append_lists(problem, fa3.block_m, fa3.block_n, true, variants, fa3_, words);
   }
 
   FLASHLAB_CUDA(cudaMallocAsync(&ptr_, words.size() * 4, stream));
