@@ -16,13 +16,17 @@ struct HostForward {
 
 // "" when `kernel` can run `p` here, else why not (starting "skipped: " when no device is present).
 std::string unsupported(const std::string& kernel, const Problem& p);
-// The part of that which needs no device: a mask function the kernel cannot take. fa2 takes every mask
-// kind on fixed-length batches: the built-in ones as each row's interval of keys (params.hpp mask_lo /
-// mask_hi), a dense mask as its bits and block lists (DenseBits, BlockLists).
+// The part of that which needs no device: a mask function the kernel cannot take. fa2 (forward and
+// backward) and fa3 (forward) take every mask kind on fixed-length batches: the built-in ones as each
+// row's interval of keys (params.hpp mask_lo / mask_hi), a dense mask as its bits and the block lists at
+// the kernel's own tiles (DenseBits, BlockLists). standard and fa1_minimal take none.
 inline std::string mask_unsupported(const std::string& kernel, const Problem& p) {
   if (p.mask.kind == MaskKind::none) return "";
-  if (kernel != "fa2") return "unsupported: mask kind " + to_string(p.mask.kind) + " (fa2 takes mask functions)";
-  if (p.varlen()) return "unsupported: mask kind " + to_string(p.mask.kind) + " with varlen (fa2 takes masks on fixed-length batches)";
+  if (kernel != "fa2" && kernel != "fa3")
+    return "unsupported: mask kind " + to_string(p.mask.kind) + " (fa2 and fa3 take mask functions)";
+  if (p.varlen())
+    return "unsupported: mask kind " + to_string(p.mask.kind) + " with varlen (" + kernel +
+           " takes masks on fixed-length batches)";
   return "";
 }
 struct HostBackward {

@@ -57,11 +57,19 @@ void append_lists(const Problem& problem, int block_m, int block_n, bool by_q, i
     const int64_t lines = by_q ? mask.Tr() : mask.Tc(), cross = by_q ? mask.Tc() : mask.Tr();
     lists.lists.lines = int(lines);
     lists.lists.cross = int(cross);
+    // A tile whose keys run past seqlen_k is listed partial even where BlockMask calls it full (it counts
+    // only the pairs inside the problem): the kernels read those keys as zeros or as the next batch
+    // entry's, and only the element mask (the interval's end, at most seqlen_k) hides them.
+    auto kind_of = [&](int64_t line, int64_t x) {
+      const tiled::TileKind k = by_q ? mask.kind(line, x) : mask.kind(x, line);
+      const bool past_keys = ((by_q ? x : line) + 1) * block_n > problem.seqlen_k;
+      return k == tiled::TileKind::full && past_keys ? tiled::TileKind::partial : k;
+    };
     for (int64_t line = 0; line < lines; ++line) {
       int32_t partial = 0, full = 0;
       for (const tiled::TileKind kind : {tiled::TileKind::partial, tiled::TileKind::full})
         for (int64_t x = 0; x < cross; ++x)
-          if ((by_q ? mask.kind(line, x) : mask.kind(x, line)) == kind) {
+          if (kind_of(line, x) == kind) {
             index.push_back(int32_t(x));
             ++(kind == tiled::TileKind::partial ? partial : full);
           }
@@ -110,15 +118,17 @@ DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(st
           for (int64_t j = 0; j < sk; ++j)
             if (m.at(b, h, i, j)) at[j / 32] = int32_t(uint32_t(at[j / 32]) | (1u << (j % 32)));
 
-    // The lists at each fa2 kernel's tiles, as its launch will pick them (shapes.hpp).
+    // The lists at each fa2 kernel's tiles and at fa3's forward, as their launches will pick them (shapes.hpp).
     const int d = fa2_padded_head_dim(int(problem.head_dim));
     if (d == 0) throw Error("fa2 takes head dims up to 256: no block lists for head_dim " + std::to_string(problem.head_dim));
     const int variants = m.varies_by_batch() ? int(problem.batch) : 1;
     const TileShape fwd = fa2_forward_shape(d), kv = fa2_backward_shape(d, int(max_smem_per_block())),
-                    dq = fa2_backward_dq_shape(d);
+                    dq = fa2_backward_dq_shape(d), fa3 = fa3_forward_shape(d);
     append_lists(problem, fwd.block_m, fwd.block_n, true, variants, forward_, words);
     append_lists(problem, kv.block_m, kv.block_n, false, variants, dkdv_, words);
     append_lists(problem, dq.block_m, dq.block_n, true, variants, dq_, words);
+    if (fa3.block_m == fwd.block_m && fa3.block_n == fwd.block_n) fa3_ = forward_;  // the same tiles, the same lists
+    else append_lists(problem, fa3.block_m, fa3.block_n, true, variants, fa3_, words);
   }
 
   FLASHLAB_CUDA(cudaMallocAsync(&ptr_, words.size() * 4, stream));
@@ -134,7 +144,8 @@ void DeviceMask::set(AttentionParams& p) const {
   if (!dense_) return;
   p.bits = bits_;
   p.bits.words = reinterpret_cast<const uint32_t*>(base + bits_at_);
-  for (auto [to, from] : {std::pair{&p.forward_blocks, &forward_}, {&p.dkdv_blocks, &dkdv_}, {&p.dq_blocks, &dq_}}) {
+  for (auto [to, from] : {std::pair{&p.forward_blocks, &forward_}, {&p.dkdv_blocks, &dkdv_}, {&p.dq_blocks, &dq_},
+                          {&p.fa3_blocks, &fa3_}}) {
     *to = from->lists;
     to->counts = base + from->counts_at;
     to->index = base + from->index_at;

@@ -34,8 +34,9 @@ class DeviceSlopes {
 // (FlexAttention's create_block_mask once, attention many times). Nothing without a mask kind.
 //   every kind   each row's interval of keys (params.hpp mask_lo / mask_hi: Problem::col_begin / col_end
 //                of every row of every entry; for a dense mask the window its bits are read within)
-//   dense        the bits (DenseBits) and, for each fa2 kernel, FlexAttention's compressed block mask at
-//                that kernel's tiles (BlockLists, from tiled_cpu's BlockMask, the one every consumer uses)
+//   dense        the bits (DenseBits) and, for each fa2 kernel and fa3's forward, FlexAttention's compressed
+//                block mask at that kernel's tiles (BlockLists, from tiled_cpu's BlockMask, the one every
+//                consumer uses)
 class DeviceMask {
  public:
   DeviceMask(const Problem& problem, cudaStream_t stream);
@@ -56,7 +57,7 @@ class DeviceMask {
   bool dense_ = false;
   size_t bits_at_ = 0;
   DenseBits bits_;
-  Lists forward_, dkdv_, dq_;
+  Lists forward_, dkdv_, dq_, fa3_;
   cudaStream_t stream_ = nullptr;
 };
 

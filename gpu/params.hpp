@@ -85,6 +85,7 @@ struct AttentionParams {
   BlockLists forward_blocks;  // fa2 forward: lines are its Q blocks
   BlockLists dkdv_blocks;     // fa2 backward dK / dV: lines are its K/V blocks
   BlockLists dq_blocks;       // fa2 backward deterministic dQ: lines are its Q blocks
+  BlockLists fa3_blocks;      // fa3 forward: lines are its Q blocks
 };
 
 // The backward adds the output gradient, the input gradients and fp32 scratch.

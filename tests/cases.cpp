@@ -23,6 +23,20 @@ std::shared_ptr<const DenseMask> patterned_mask(std::vector<int64_t> shape) {
   return m;
 }
 
+// A dense (sq, sk) mask that hides only keys [16, 32) of every row: with sk not a multiple of the
+// kernels' key blocks, a Q block's last K/V block is then visible wherever it lies inside the problem,
+// and the keys past sk in it must still be masked (a kernel reads them as zeros, or as the next batch
+// entry's).
+static std::shared_ptr<const DenseMask> edge_mask(int64_t sq, int64_t sk) {
+  auto m = std::make_shared<DenseMask>();
+  m->bits.shape = {sq, sk};
+  m->source = "edge";
+  m->bits.data.resize(static_cast<size_t>(sq * sk));
+  for (int64_t i = 0; i < sq; ++i)
+    for (int64_t j = 0; j < sk; ++j) m->bits.data[static_cast<size_t>(i * sk + j)] = !(j >= 16 && j < 32);
+  return m;
+}
+
 std::vector<Case> mask_cases() {
   std::vector<Case> cases;
   Problem p;
@@ -78,6 +92,14 @@ std::vector<Case> mask_cases() {
     q.causal = true;
     q.dtype = DType::bf16;
     cases.push_back({"dense (2, 4, 130, 150) per head, GQA 4:2, and causal", q});
+  }
+  {
+    Problem q = p;
+    q.batch = 2;
+    q.seqlen_q = 130;
+    q.mask.kind = MaskKind::dense;
+    q.mask.dense = edge_mask(130, 150);
+    cases.push_back({"dense 130x150, batch 2: the last K/V block visible, keys past 150 masked", q});
   }
   return cases;
 }

@@ -205,12 +205,12 @@ ok "check --mask document --causal" "all implementations pass" -- \
 ok "check --mask prefix-lm, one prefix per batch entry, seqlen_q < seqlen_k" "all implementations pass" -- \
   check --seqlen-q 300 --seqlen-k 512 --batch 2 --mask prefix-lm --prefix 128,0 --dtype bf16 --pass fwd+bwd
 ok "check --mask chunked" "all implementations pass" -- check --seqlen 700 --mask chunked --chunk 256 --dtype bf16 --pass fwd+bwd
-ok "GPU implementations name the mask kind they lack" "gpu-fa3 +unsupported: mask kind chunked" -- \
+ok "GPU implementations name the mask kind they lack" "gpu-standard +unsupported: mask kind chunked" -- \
   check --seqlen 700 --mask chunked --chunk 256 --dtype bf16
 mask_npy "$work/dense.npy" '|b1' 200,300 "(i * 7 + j * 3) % 5 != 0 and not 64 <= j < 128"
 ok "check --mask dense from a .npy (holes, fwd+bwd)" "all implementations pass" -- \
   check --seqlen-q 200 --seqlen-k 300 --mask dense --mask-file "$work/dense.npy" --dtype bf16 --pass fwd+bwd
-ok "fa2 takes a dense mask (skipped without a device), fa3 refuses it by name" "gpu-fa3 +unsupported: mask kind dense" -- \
+ok "fa2 and fa3 take a dense mask (skipped without a device), standard refuses it by name" "gpu-standard +unsupported: mask kind dense" -- \
   check --seqlen-q 200 --seqlen-k 300 --mask dense --mask-file "$work/dense.npy" --dtype bf16
 mask_npy "$work/dense4.npy" '|u1' 2,3,200,300 "(i + 2 * j) % 7 != 0"
 ok "check --mask dense, one mask per (batch, head), uint8" "all implementations pass" -- \

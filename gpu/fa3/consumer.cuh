@@ -38,19 +38,28 @@ struct PingPong {
 };
 
 // One warpgroup's view of a tile: its rows' running statistics and masks.
-template <class S, typename T, bool kSoftcap>
+template <class S, typename T, bool kSoftcap, bool kMask>
 struct Rows {
   static constexpr int kBc = S::kBc;
   float max[2] = {-INFINITY, -INFINITY}, sum[2] = {0.f, 0.f};
-  int lo[2], hi[2];  // the key columns each of this thread's two rows sees
+  int lo[2], hi[2];  // the key columns each of this thread's two rows sees (the window, or a mask's interval)
   int qcol;
+  int batch, head, row, sq;  // kMask: where this thread's first row is, for a dense mask's bits
 
   // S_j's softmax in place (P~ = exp2(s c - m c)), the running max and sum updated; returns alpha, the
-  // factor O must be scaled by before P~ V_j is added.
+  // factor O must be scaled by before P~ V_j is added. A block that needs the element mask gets each
+  // row's interval and, under a dense mask, its bits (read here, where needed: held through the loop,
+  // the two rows' BitRows would cost six registers).
   __device__ void softmax(float (&s)[kBc / 8][4], int j, bool needs_mask, const AttentionParams& p, float c,
                           float (&alpha)[2]) {
     if constexpr (kSoftcap) softmax::softcap(s, p.softcap, p.scale / p.softcap);
-    if (needs_mask) softmax::mask(s, j * kBc, qcol, lo, hi);
+    if (needs_mask) {
+      softmax::mask(s, j * kBc, qcol, lo, hi);
+      if (kMask && p.bits.words) {
+        const BitRow bits[2] = {bit_row(p.bits, batch, head, row, sq), bit_row(p.bits, batch, head, row + 8, sq)};
+        softmax::mask_bits(s, j * kBc, qcol, bits);
+      }
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) alpha[r] = softmax::online_step(s, r, c, max[r], sum[r]);
   }
@@ -84,7 +93,10 @@ __device__ __forceinline__ void issue_pv(float (&acc_o)[S::D / 8][4], const uint
 }
 
 // Consumer warpgroup `wg` (0 .. kConsumers - 1) computes rows [64 wg, 64 wg + 64) of each of its CTA's tiles.
-template <class S, typename T, bool kSoftcap>
+// Its blocks are the producer's (producer.cuh): a run of key_blocks, or with kMask the run of the mask
+// function's row intervals, or under a dense mask the Q block's list, partial blocks first (BlockWalk);
+// a block needs the element mask where it crosses an interval's edge, or where the list says partial.
+template <class S, typename T, bool kSoftcap, bool kMask>
 __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileScheduler& sched, int wg) {
   constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages;
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
@@ -102,22 +114,47 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     if (t >= sched.count()) break;
     const Tile tile = sched.at(t);
     int sq, sk;  // this tile's sequence lengths (the rest of its Sequence is read again in the epilogue,
-    {            // so that its offsets do not hold registers through the main loop)
+    RowMask rm;  // so that its offsets do not hold registers through the main loop); kMask: the mask
+    {            // function's row intervals (this batch entry's rows of its arrays; fixed length)
       const Sequence seq = sequence_of(p, tile.batch);
       sq = seq.sq;
       sk = seq.sk;
+      rm = row_mask<kMask>(p, seq, tile.batch);
     }
     const int row0 = tile.m_block * kBr;
     if (row0 >= sq) continue;
-    const auto blocks = key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
+    const auto blocks = kMask ? key_blocks<kBr, kBc>(row0, rm)
+                              : key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
+    const BlockWalk walk = kMask ? block_walk(p.fa3_blocks, tile.batch, tile.m_block, blocks.begin, blocks.end)
+                                 : BlockWalk{};
+    // The walk's steps [x0, x1): block x itself (the run; the loop below then reads as it did before
+    // masks, and keeps its registers), or the walk's block x (kMask). Which block, and whether it needs
+    // the element mask: with kMask, steps [f0, f1) are the full blocks, a list's after its partial ones
+    // or a run's middle, where every row sees every key (KeyBlocks' full_lo / full_hi): two ints through
+    // the loop in place of the list's count of partial blocks and both bounds (at d = 256, 8-12 bytes
+    // fewer spills).
+    const int x0 = kMask ? 0 : blocks.begin, x1 = kMask ? walk.count : blocks.end;
+    auto block = [&](int x) { return kMask ? walk.block(x) : x; };
+    int f0 = 0, f1 = 0;
+    if constexpr (kMask) {
+      f0 = walk.list ? walk.partial : (blocks.full_lo + kBc - 1) / kBc - blocks.begin;
+      f1 = walk.list ? walk.count : blocks.full_hi / kBc - blocks.begin;
+    }
+    auto needs_mask = [&](int x, int j) { return kMask ? !(x >= f0 && x < f1) : blocks.needs_mask(j); };
 
-    Rows<S, T, kSoftcap> rows;
+    Rows<S, T, kSoftcap, kMask> rows;
     rows.qcol = (lane % 4) * 2;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = row0 + wg * 64 + warp * 16 + qrow + 8 * r;
-      rows.lo[r] = col_begin(row, sq, sk, p.window_left);
-      rows.hi[r] = col_end(row, sq, sk, p.window_right);
+      rows.lo[r] = kMask ? rm.begin(row) : col_begin(row, sq, sk, p.window_left);
+      rows.hi[r] = kMask ? rm.end(row) : col_end(row, sq, sk, p.window_right);
+    }
+    if constexpr (kMask) {
+      rows.batch = tile.batch;
+      rows.head = tile.head;
+      rows.row = row0 + wg * 64 + warp * 16 + qrow;
+      rows.sq = sq;
     }
     float acc_o[D / 8][4];
     mma::zero(acc_o);
@@ -127,7 +164,7 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
 
     mbar_wait(&sm.q_full, tile_it & 1);
     ++tile_it;
-    const int n = blocks.end - blocks.begin;
+    const int n = x1 - x0;
     if (n > 0) {
       // Block 0: S_0 alone; its softmax has no GEMM to hide under.
       {
@@ -141,13 +178,16 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
         fence_regs(acc_s);
         if (lane == 0) mbar_arrive(&sm.k_empty[s]);
         if (n == 1 && lane == 0) mbar_arrive(&sm.q_empty);  // this warp's last S = Q K^T is done
-        rows.softmax(acc_s, blocks.begin, blocks.needs_mask(blocks.begin), p, c, alpha);
+        const int j = block(x0);
+        rows.softmax(acc_s, j, needs_mask(x0, j), p, c, alpha);
 #pragma unroll
         for (int kk = 0; kk < kBc / 16; ++kk) mma::c_to_a<T>(pa[kk], acc_s[2 * kk], acc_s[2 * kk + 1]);
         ++it;
       }
-      // Blocks 1 .. n-1: S_j and P_{j-1} V_{j-1} in flight together; S_j's softmax under the second.
-      for (int j = blocks.begin + 1; j < blocks.end; ++j, ++it) {
+      // Blocks 1 .. n-1 of the walk: S_j and the previous block's P V in flight together; S_j's softmax under
+      // the second.
+      for (int x = x0 + 1; x < x1; ++x, ++it) {
+        const int j = block(x);
         const int s = it % kStages, sp = (it - 1) % kStages;
         mbar_wait(&sm.k_full[s], (it / kStages) & 1);
         turns.wait_turn();
@@ -161,8 +201,8 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
         wgmma_wait<1>();  // S_j is done (P V may still run)
         fence_regs(acc_s);
         if (lane == 0) mbar_arrive(&sm.k_empty[s]);
-        if (j + 1 == blocks.end && lane == 0) mbar_arrive(&sm.q_empty);
-        rows.softmax(acc_s, j, blocks.needs_mask(j), p, c, alpha);
+        if (x + 1 == x1 && lane == 0) mbar_arrive(&sm.q_empty);
+        rows.softmax(acc_s, j, needs_mask(x, j), p, c, alpha);
         wgmma_wait<0>();  // P_{j-1} V_{j-1} is done: its registers and V's stage are free
         fence_regs(acc_o);
         if (lane == 0) mbar_arrive(&sm.v_empty[sp]);

@@ -1,21 +1,29 @@
 // fa3: a FlashAttention-3-style forward for Hopper (sm_90a), bf16 / fp16 in, fp32 accumulate; causal and
 // sliding-window masks (bottom-right), softcap, GQA/MQA, seqlen_q != seqlen_k, varlen, LSE out. Head dims
-// 64, 128 and 256 (every multiple of 8 up to 256, zero-padded by the copy engine).
+// 64, 128 and 256 (every multiple of 8 up to 256, zero-padded by the copy engine). Every mask function fa2
+// takes, on fixed-length batches (a kMask instantiation, so the kernels without one keep their code):
+// prefix-LM, document and chunked as each row's interval of keys (params.hpp mask_lo / mask_hi), a dense
+// mask as its bits and FlexAttention's block lists at this kernel's tiles (DenseBits, fa3_blocks).
+// ALiBi and dropout are fa2's only.
 //
 // The kernel, by role (one CTA per SM, persistent; a producer and Shape::kConsumers consumer warpgroups):
 //   scheduler  scheduler.cuh: tiles (Q block of Br rows, head, batch) handed to the persistent CTAs as
-//              they ask (an atomic counter); under a causal mask longest first, in L2-sized sections.
+//              they ask (an atomic counter); under a causal mask longest first, in L2-sized sections
+//              (under a mask function too: its tiles are as unequal).
 //   producer   producer.cuh: warpgroup 0 (one thread issues, the rest of the warpgroup exits after giving back its
 //              registers): Q_i by the bulk tensor copy engine (TMA), then K_j and V_j into `stages`
 //              128-byte-swizzled buffers, each completing on its own mbarrier; a buffer is refilled
-//              when the consumers' arrivals on its "empty" mbarrier say they are done with it.
+//              when the consumers' arrivals on its "empty" mbarrier say they are done with it. The
+//              blocks: sequence.cuh's key_blocks of the window or of a mask function's row intervals,
+//              or under a dense mask the Q block's list (BlockWalk), walked alike by the consumers.
 //   consumer   consumer.cuh: warpgroups 1 and 2, 64 query rows each: S = Q_i K_j^T by wgmma (both operands
 //              from shared memory), softmax on the accumulators in registers, O += P V_j by wgmma with P
 //              from registers and V read transposed from shared memory; S_{j+1} and P_j V_j in flight
 //              together (intra-warpgroup overlap) and the two warpgroups' GEMMs in turns (ping-pong).
 //   softmax    gpu/softmax.cuh on the wgmma accumulators (their layout is mma.sync's C fragment a warp):
-//              softcap, the edge mask (blocks that cross it), row max, exp2 with the scale folded in, row
-//              sums, O's rescale; a row's four lanes reduce by shuffles.
+//              softcap, the edge mask (blocks that cross it; a dense mask's bits on its partial blocks),
+//              row max, exp2 with the scale folded in, row sums, O's rescale; a row's four lanes reduce by
+//              shuffles. A row that sees no key ends with O = 0 and LSE = -inf.
 //   epilogue   O_i / l_i and LSE_i from registers to global memory.
 //
 // Tile shape: shapes.hpp's fa3_forward_shape (`flashlab shapes --algo fa3`).
@@ -41,6 +49,9 @@
 //   v6  v4 + v5's static non-causal deal, setmaxnreg 24 / 240: 604 / 504 (cuDNN 618 / 545).
 //   v7  any number of consumer warpgroups; three at d = 64 (Br = 192) measured 0.83-1.06x of v6 (faster
 //       only from s = 16k): the default stays two.
+//   v8  mask functions (kMask): the row intervals and dense masks of fa2, tiles by the atomic counter.
+//       The kernels without a mask compile to the same PTX as v7's; the masked ones are not yet run
+//       on a GPU nor timed.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -65,7 +76,9 @@ using namespace fa3;
 
 // ---- the kernel: set up the mbarriers, split the warpgroups into their roles.
 
-template <class S, typename T, bool kSoftcap>
+// kMask: a mask function (params.hpp mask_lo / mask_hi, and under a dense mask its bits and fa3_blocks);
+// without it the kernels keep the window rule's code as it was.
+template <class S, typename T, bool kSoftcap, bool kMask>
 __global__ void __launch_bounds__(S::kThreads, 1)
     fa3_forward_kernel(const __grid_constant__ AttentionParams p, const __grid_constant__ CUtensorMap map_q,
                        const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
@@ -96,10 +109,10 @@ __global__ void __launch_bounds__(S::kThreads, 1)
 
   if (wg == 0) {
     regs_dealloc<S::kProducerRegs>();
-    if (threadIdx.x == 0) produce(sm, p, sched, &map_q, &map_k, &map_v);
+    if (threadIdx.x == 0) produce<S, T, kMask>(sm, p, sched, &map_q, &map_k, &map_v);
   } else {
     regs_alloc<S::kConsumerRegs>();
-    consume<S, T, kSoftcap>(sm, p, sched, wg - 1);
+    consume<S, T, kSoftcap, kMask>(sm, p, sched, wg - 1);
   }
 #endif
 }
@@ -150,13 +163,21 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   const CUtensorMap map_q = rows_heads_map(p.q, q_rows, p.heads_q, p.head_dim, p.q_row_stride, p.q_head_stride, S::kBr);
   const CUtensorMap map_k = rows_heads_map(p.k, k_rows, p.heads_kv, p.head_dim, p.k_row_stride, p.k_head_stride, S::kBc);
   const CUtensorMap map_v = rows_heads_map(p.v, k_rows, p.heads_kv, p.head_dim, p.v_row_stride, p.v_head_stride, S::kBc);
-  const bool causal = p.window_right == 0 && p.window_left < 0;
+  const bool causal = p.window_right == 0 && p.window_left < 0, mask = p.mask_lo != nullptr;
+  check_block_lists(p.fa3_blocks, S::kBr, S::kBc, "fa3 forward");
   // A section's K and V (2 bytes an element, a kv head shared by `group` query heads) in half the L2.
   const double kv_bytes = 4.0 * p.seqlen_k * D / (p.heads_q / p.heads_kv);
   const int section = std::max(1, int(device_attribute(cudaDevAttrL2CacheSize) / 2 / kv_bytes));
-  const TileScheduler sched{(p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch, causal, section,
+  // Under a mask function the Q blocks' walks differ in length too, so they take the causal path: the
+  // atomic counter, which balances whatever the lengths (a CTA that drew short tiles takes more), in the
+  // causal order, last Q block first within L2-sized sections. That order is longest first for prefix-LM
+  // and for causal documents and chunks nearly so (a Q block sees at most the keys up to its own rows);
+  // for a non-causal document mask or a dense one no fixed order is, and sorting tiles by their walk's
+  // length would cost a pass over the lists a launch; the sections keep each round's K/V in L2 either way.
+  const TileScheduler sched{(p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch, causal || mask, section,
                             tile_counter(stream)};
-  auto kernel = p.softcap > 0.f ? fa3_forward_kernel<S, T, true> : fa3_forward_kernel<S, T, false>;
+  auto kernel = p.softcap > 0.f ? (mask ? fa3_forward_kernel<S, T, true, true> : fa3_forward_kernel<S, T, true, false>)
+                                : (mask ? fa3_forward_kernel<S, T, false, true> : fa3_forward_kernel<S, T, false, false>);
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int grid = std::min(sched.count(), device_attribute(cudaDevAttrMultiProcessorCount));
   kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, sched);
@@ -192,6 +213,9 @@ std::string fa3_forward_unsupported(const AttentionParams& p) {
                        p.k_batch_stride == int64_t(p.seqlen_k) * p.k_row_stride &&
                        p.v_batch_stride == int64_t(p.seqlen_k) * p.v_row_stride);
   if (!folded) return "batch strides other than seqlen x row stride (fa3 folds batch and sequence into rows)";
+  if (p.mask_lo && p.cu_seqlens_q) return "a mask function with varlen (fa3 takes masks on fixed-length batches)";
+  if (p.bits.words && !p.fa3_blocks.counts)
+    return "a dense mask without fa3's block lists (params.hpp fa3_blocks; launch.hpp DeviceMask makes them)";
   return "";
 }
 

@@ -4,8 +4,12 @@
 
 namespace flashlab::gpu::fa3 {
 
-// One thread of warpgroup 0 feeds every tile's Q and its K/V blocks through the stages.
-template <class S, typename T>
+// One thread of warpgroup 0 feeds every tile's Q and its K/V blocks through the stages. The blocks are
+// those the consumers will walk, in their order: a run of key_blocks, or with kMask (a mask function,
+// params.hpp mask_lo / mask_hi) the run its row intervals give, or under a dense mask the Q block's list
+// (sequence.cuh BlockWalk: partial blocks, then full ones), so that stage `it % kStages` holds the same
+// block on both sides.
+template <class S, typename T, bool kMask>
 __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileScheduler& sched,
                         const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v) {
   constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages;
@@ -24,7 +28,12 @@ __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     const Sequence seq = sequence_of(p, tile.batch);
     const int row0 = tile.m_block * kBr;
     if (row0 >= seq.sq) continue;  // varlen: a Q block past this sequence's end
-    const auto blocks = key_blocks<kBr, kBc>(row0, seq.sq, seq.sk, p.window_left, p.window_right);
+    const auto blocks = kMask ? key_blocks<kBr, kBc>(row0, row_mask<true>(p, seq, tile.batch))
+                              : key_blocks<kBr, kBc>(row0, seq.sq, seq.sk, p.window_left, p.window_right);
+    const BlockWalk walk = kMask ? block_walk(p.fa3_blocks, tile.batch, tile.m_block, blocks.begin, blocks.end)
+                                 : BlockWalk{};
+    // The walk's steps [x0, x1): block x itself (the run, as before masks), or the walk's block x (kMask).
+    const int x0 = kMask ? 0 : blocks.begin, x1 = kMask ? walk.count : blocks.end;
     // The tensor maps' rows: batch and sequence folded into rows (fixed length), or the packed rows (varlen).
     const int kv_head = tile.head / group, k_rows = int(seq.k_row_base);
 
@@ -33,7 +42,8 @@ __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileSche
 #pragma unroll
     for (int c = 0; c < S::kChunks; ++c)
       tma_load_3d(&sm.q[c][0][0], map_q, &sm.q_full, c * 64, int(seq.row_base) + row0, tile.head);
-    for (int j = blocks.begin; j < blocks.end; ++j, ++it) {
+    for (int x = x0; x < x1; ++x, ++it) {
+      const int j = kMask ? walk.block(x) : x;
       const int s = it % kStages, parity = (it / kStages) & 1;
       mbar_wait(&sm.k_empty[s], parity ^ 1);
       mbar_arrive_expect_tx(&sm.k_full[s], kKVBytes);

@@ -1,6 +1,7 @@
 // fa3's tile scheduler: the persistent CTAs (one an SM) take tiles (Q block, head, batch) in the order
 // below, CTA b first taking tile b. Without a mask every tile is as long and CTA b goes on with
-// b + gridDim.x, b + 2 gridDim.x, ...; under a causal mask it takes whichever tile is next when it asks
+// b + gridDim.x, b + 2 gridDim.x, ...; under a causal mask (or a mask function, whose tiles are as
+// unequal: fa3_fwd.cu's launch says why in this order) it takes whichever tile is next when it asks
 // (an atomic counter), so that a CTA that drew short tiles takes more of them and the CTAs finish
 // together (a static deal balances such tiles to 0.55-0.9 of the ideal makespan, by a count of its
 // rounds, and measured 0.75-0.98x of this one). The producer asks and passes each tile index to the
@@ -23,7 +24,7 @@ struct Tile {
 
 struct TileScheduler {
   int num_m, heads, batch;  // Q blocks (of the longest sequence), query heads, batch entries
-  bool longest_first;       // causal: a section's Q blocks from the last
+  bool longest_first;       // causal or a mask function: dynamic, a section's Q blocks from the last
   int section;              // (batch, head) pairs a section (longest_first only)
   int* counter;             // device: [0] tiles handed out after the first gridDim.x, [1] CTAs finished;
                             // both zero at launch, and the last CTA to finish sets them back to zero

@@ -360,8 +360,9 @@ def test_flash_attn_with_kvcache_appends_in_place_and_matches_sdpa():
 
 # ---- masks through the C ABI v2 (flashlab_problem's mask fields) and a prepared device mask
 
-def _fa2_masked(q, k, v, mask, causal=False, handle=None, entry="flashlab_forward_v1", grads=None):
-    """fa2 through the raw C ABI on (b, s, h, d) tensors with a mask (ProblemArgs(mask=...)); returns o, lse."""
+def _masked(q, k, v, mask, causal=False, handle=None, entry="flashlab_forward_v1", grads=None, kernel=b"fa2"):
+    """`kernel` (fa2, or fa3 forward only) through the raw C ABI on (b, s, h, d) tensors with a mask
+    (ProblemArgs(mask=...)); returns o, lse."""
     import ctypes
     from flashlab import _abi
     from flashlab._problem import ProblemArgs
@@ -373,7 +374,7 @@ def _fa2_masked(q, k, v, mask, causal=False, handle=None, entry="flashlab_forwar
     t.q, t.k, t.v, t.o, t.lse = (x.data_ptr() for x in (q, k, v, o, lse))
     t.stream = torch.cuda.current_stream().cuda_stream
     t.mask = handle
-    _abi.call(_abi.lib().flashlab_forward_v1, b"fa2", problem.ref, ctypes.byref(t))
+    _abi.call(_abi.lib().flashlab_forward_v1, kernel, problem.ref, ctypes.byref(t))
     if grads is not None:  # (dout, dq, dk, dv)
         t.d_o, t.dq, t.dk, t.dv = (x.data_ptr() for x in grads)
         _abi.call(_abi.lib().flashlab_backward_v1, b"fa2", problem.ref, ctypes.byref(t))
@@ -423,7 +424,7 @@ def test_fa2_masks_through_the_abi_against_sdpa(name):
     b, s, h, d = 2, 1000, 4, 64
     q, k, v, dout = (torch.randn(b, s, h, d, device=DEVICE, dtype=torch.bfloat16) for _ in range(4))
     grads = [dout] + [torch.full_like(q, float("nan")) for _ in range(3)]
-    o, _ = _fa2_masked(q, k, v, (kind, value), causal, grads=grads)
+    o, _ = _masked(q, k, v, (kind, value), causal, grads=grads)
     allowed = _allowed(kind, value, s, causal)[None, None]
     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
     q64, k64, v64 = (x.detach().double().requires_grad_() for x in (qt, kt, vt))
@@ -439,11 +440,49 @@ def test_fa2_masks_through_the_abi_against_sdpa(name):
 
     handle = _prepare(q, (kind, value), causal)
     try:
-        o2, _ = _fa2_masked(q, k, v, (kind, value), causal, handle=handle.value)
+        o2, _ = _masked(q, k, v, (kind, value), causal, handle=handle.value)
         assert torch.equal(o2, o)
         from flashlab import _abi
         with pytest.raises(_abi.FlashlabError, match="tensors->mask was prepared for .* but this call is"):
-            _fa2_masked(q, k, v, ("document", [500, 500]), False, handle=handle.value)
+            _masked(q, k, v, ("document", [500, 500]), False, handle=handle.value)
+    finally:
+        from flashlab import _abi
+        _abi.lib().flashlab_mask_free(handle)
+
+
+@pytest.mark.parametrize("name", list(MASKS) + ["dense"])
+def test_fa3_masks_through_the_abi_against_sdpa(name):
+    """fa3's forward with each mask against SDPA given the same boolean mask (rows that see a key; rows that
+    see none give O = 0 and LSE = -inf, where SDPA gives NaN); a device mask prepared for fa3 gives the very
+    same output. head_dim 128: fa3's 128 x 128 tiles, whose block lists differ from fa2's."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("fa3 needs an sm_90 GPU (H100/H200)")
+    torch.manual_seed(0)
+    b, s, h, d = 2, 1000, 4, 128
+    if name == "dense":  # holes, a dark band of keys 256..383 (one whole K/V block), dark rows 100..119
+        i, j = torch.arange(s)[:, None], torch.arange(s)[None, :]
+        allowed = ((i * 7 + j * 3) % 5 != 0) & ~((j >= 256) & (j < 384))
+        allowed[100:120] = False
+        mask, causal = ("dense", allowed.numpy()), False
+        allowed = allowed.to(DEVICE)
+    else:
+        (kind, value), causal = MASKS[name]
+        mask, allowed = (kind, value), _allowed(kind, value, s, causal)
+    q, k, v = (torch.randn(b, s, h, d, device=DEVICE, dtype=torch.bfloat16) for _ in range(3))
+    o, lse = _masked(q, k, v, mask, causal, kernel=b"fa3")
+    seen = allowed.any(-1)
+    rows, dark = seen.nonzero().squeeze(1), (~seen).nonzero().squeeze(1)
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    ref = F.scaled_dot_product_attention(qt.double(), kt.double(), vt.double(), attn_mask=allowed[None, None])
+    low = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=allowed[None, None])
+    tol = 2 * max_err(low[:, :, rows], ref[:, :, rows]) + 1e-5
+    assert max_err(o.transpose(1, 2)[:, :, rows], ref[:, :, rows]) <= tol
+    assert torch.all(o.transpose(1, 2)[:, :, dark] == 0) and torch.all(lse[:, :, dark] == float("-inf"))
+
+    handle = _prepare(q, mask, causal, kernel=b"fa3")
+    try:
+        o2, _ = _masked(q, k, v, mask, causal, handle=handle.value, kernel=b"fa3")
+        assert torch.equal(o2, o)
     finally:
         from flashlab import _abi
         _abi.lib().flashlab_mask_free(handle)
@@ -452,6 +491,6 @@ def test_fa2_masks_through_the_abi_against_sdpa(name):
 def test_prepare_refuses_a_mask_the_kernel_cannot_take():
     from flashlab import _abi
     q = torch.randn(1, 64, 2, 64, device=DEVICE, dtype=torch.bfloat16)
-    with pytest.raises(_abi.FlashlabError, match="fa3 cannot run this problem, so no mask is prepared for it: "
+    with pytest.raises(_abi.FlashlabError, match="standard cannot run this problem, so no mask is prepared for it: "
                                                  "unsupported: mask kind document"):
-        _prepare(q, ("document", [32, 32]), kernel=b"fa3")
+        _prepare(q, ("document", [32, 32]), kernel=b"standard")
