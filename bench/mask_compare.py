@@ -1,43 +1,50 @@
 #!/usr/bin/env python3
-"""Issue 17's bench: masked attention on one GPU, one process. flashlab's fa2 with a document mask and a
-prefix-LM mask (through the C ABI v2, a prepared device mask) against fa2 without a mask and against PyTorch
-SDPA given the same mask as a dense boolean attn_mask.
+"""Issue 17's bench: masked attention on one GPU, one process. flashlab's fa2 (or, with --kernel fa3, its
+Hopper forward) with a document mask and a prefix-LM mask (through the C ABI v2, a prepared device mask)
+against the same kernel without a mask and against PyTorch SDPA given the same mask as a dense boolean
+attn_mask.
 
     FLASHLAB_LIBRARY=build/capi/libflashlab.so PYTHONPATH=python python3 bench/mask_compare.py \\
         --out bench/results/masks-h100-$(date +%F).csv          # --seqlens --hdims --masks --passes
+    ... bench/mask_compare.py --kernel fa3                      # fa3's forward (-fa3.csv by default)
     python3 bench/mask_compare.py --self-check                  # CPU only: masks and densities, no torch
 
+The tiles come from `flashlab shapes` (FLASHLAB_CLI, else build/cli/flashlab), the one owner of them.
 Shapes: bf16, batch x seqlen = 16384, 16 heads, head_dim 128 (and 64), seqlen 4k, 8k, 16k.
 Masks (core/include/flashlab/mask.hpp's definitions; every batch entry has the same one):
   document         --docs documents per 16384 tokens (8: at seqlen s each sequence holds 8 s / 16384; or
-                   --docs-per-seq N at every seqlen), of uneven lengths drawn once per seqlen from a seeded RNG (printed), full attention inside a
-                   document; document-causal adds causal
+                   --docs-per-seq N at every seqlen), of uneven lengths drawn once per seqlen from a seeded
+                   RNG (printed), full attention inside a document; document-causal adds causal
   prefix-lm        the first --prefix-frac of the keys (25%) seen by every query, causal after them
 Timed (median of triton.testing.do_bench, warm-up 25 ms, 100 ms of repetitions; CUDA events when triton is
 missing), per row:
-  fa2_nomask       fa2 without a mask (flashlab_forward_v1 "fa2", the same tensors)
-  fa2_mask         fa2 with the mask, the device mask prepared once (flashlab_mask_prepare_v2) and passed in
-                   flashlab_tensors.mask, so each call's host work is only the struct's checks
+  nomask_ms        the kernel without a mask (flashlab_forward_v1, the same tensors)
+  mask_ms          the kernel with the mask, the device mask prepared once (flashlab_mask_prepare_v2) and
+                   passed in flashlab_tensors.mask, so each call's host work is only the struct's checks
   sdpa_<backend>   F.scaled_dot_product_attention with attn_mask = the mask as (1, 1, s, s) bool, under each of
                    EFFICIENT_ATTENTION and CUDNN_ATTENTION alone (and MATH at s <= 4096); a backend that
                    refuses is recorded empty with its reason printed
-fwd+bwd rows time the forward then the backward (SDPA: out.backward(dO), the grads reset untimed).
+fwd+bwd rows (fa2) time the forward then the backward (SDPA: out.backward(dO), the grads reset untimed).
 Columns derived:
-  density          the block mask's density at fa2's forward tile (Br = 128 rows; Bc = 64 keys at d = 128,
-                   128 at d = 64: gpu/shapes.hpp fa2_forward_shape), computed here as core's
-                   tiled_cpu/block_mask.cpp does (each Q block's K/V blocks from its first row's begin and its
-                   last row's end, weighted by tile area); --self-check compares it with `flashlab estimate`
-  mask_vs_density  t_fa2_mask / (density x t_fa2_nomask): 1 means the mask saves exactly the skipped tiles
+  density          the block mask's density at the kernel's forward tile (`flashlab shapes`: fa2 128 x 64 at
+                   d = 128, 128 x 128 at d = 64), computed here as core's tiled_cpu/block_mask.cpp does (each
+                   Q block's K/V blocks from its first row's begin and its last row's end, weighted by tile
+                   area); --self-check compares it with `flashlab estimate`
+  mask_vs_density  mask_ms / (density x nomask_ms): 1 means the mask saves exactly the skipped tiles
                    (issue 17 asks <= 1.2 at s >= 4k); fwd+bwd uses the forward tile's density
-  sdpa_best_vs_fa2 the fastest SDPA backend's time / t_fa2_mask (issue 17 asks >= 3 for document masking)
-Checked: fa2's masked O (and dQ, dK, dV) against an fp32 reference with the same mask (O on 256 rows of
-batch entry 0 and every head; gradients on head 0 of batch entry 0), by the project's rule: fa2's error at
-most 2x that of the SDPA backends that ran (at least the bf16 rounding of the reference); the max |fa2 - SDPA|
-is printed too. A failed check stops the run with the numbers, and no CSV is written.
+  sdpa_best_vs_kernel the fastest SDPA backend's time / mask_ms (issue 17 asks >= 3 for document masking)
+Checked: the kernel's masked O (and dQ, dK, dV) against an fp32 reference with the same mask (O on 256 rows
+of batch entry 0 and every head; gradients on head 0 of batch entry 0), by the project's rule: its error at
+most 2x that of the SDPA backends that ran (at least the bf16 rounding of the reference); the max
+|ours - SDPA| is printed too. A failed check stops the run with the numbers, and no CSV is written.
+(CSVs written before 2026-11-23's --kernel call the two times fa2_nomask_ms and fa2_mask_ms, and the ratio
+sdpa_best_vs_fa2.)
 """
 import argparse
 import csv
 import datetime
+import functools
+import json
 import os
 import re
 import subprocess
@@ -48,14 +55,29 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "python"))
 
 TOKENS = 16384  # batch x seqlen
-BR = 128        # fa2's forward rows a CTA at d = 64 and 128 (gpu/shapes.hpp)
 
 
 # ---- masks as each row's key interval [begin, end) (Problem::col_begin / col_end), and their density
 
-def fa2_tile(d):
-    """fa2 forward's (Br, Bc) at head_dim d (gpu/shapes.hpp fa2_forward_shape)."""
-    return (BR, 128) if d <= 64 else (BR, 64)
+def cli_path():
+    """The flashlab CLI: FLASHLAB_CLI, else the build's."""
+    return os.environ.get("FLASHLAB_CLI") or os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                                          "build", "cli", "flashlab")
+
+
+@functools.lru_cache(maxsize=None)
+def forward_tile(kernel, d):
+    """The (Br, Bc) the kernel's forward launches at head_dim d, as `flashlab shapes` reads it from
+    gpu/shapes.hpp (the one owner of the tile shapes)."""
+    cmd = [cli_path(), "shapes", "--algo", kernel, "--hdim", str(d), "--json"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        sys.exit(f"`{' '.join(cmd)}` could not run ({e}): build the CLI or set FLASHLAB_CLI")
+    if out.returncode != 0:
+        sys.exit(f"`{' '.join(cmd)}` failed:\n{out.stdout}{out.stderr}")
+    shape = json.loads(out.stdout)[0]
+    return shape["block_m"], shape["block_n"]
 
 
 def document_lengths(s, docs, seed):
@@ -113,8 +135,9 @@ def mask_cases(s, args):
 def self_check(args):
     """The CPU parts: the intervals against mask.hpp's definitions bit by bit, the density against a direct
     count of non-empty tiles and against `flashlab estimate` (FLASHLAB_CLI, else build/cli/flashlab)."""
-    cli = os.environ.get("FLASHLAB_CLI") or os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
-                                                         "build", "cli", "flashlab")
+    cli = cli_path()
+    if not os.path.isfile(cli):
+        sys.exit(f"no flashlab CLI at {cli}: the tiles and densities come from it; build it or set FLASHLAB_CLI")
     for s in (3000, 8192):  # one not a multiple of the tiles; one with several documents
         for name, kind, value, causal, text in mask_cases(s, args):
             begin, end = intervals(kind, value, s, causal)
@@ -127,7 +150,7 @@ def self_check(args):
             got = (j >= begin[:, None]) & (j < end[:, None])
             assert (got == want).all(), f"{name} at s={s}: the intervals are not the mask"
             for d in (64, 128):
-                br, bc = fa2_tile(d)
+                br, bc = forward_tile("fa2", d)
                 rho = density(begin, end, br, bc)
                 tr, tc = -(-s // br), -(-s // bc)
                 padded = np.zeros((tr * br, tc * bc), bool)
@@ -138,13 +161,10 @@ def self_check(args):
                 direct = (seen * rows * cols).sum() / (s * s)
                 assert abs(rho - direct) < 1e-12, f"{name} s={s} d={d}: density {rho} != tile count {direct}"
                 line = f"{name:15s} s={s:5d} d={d:3d} tile {br}x{bc}: density {rho:.4f}"
-                if os.path.isfile(cli):
-                    core = core_density(cli, s, d, kind, value, causal, br, bc)
-                    assert abs(core - rho) < 1e-4, f"{name} s={s} d={d}: core says {core}, here {rho}"
-                    line += f" (flashlab estimate: {core:.4f})"
+                core = core_density(cli, s, d, kind, value, causal, br, bc)
+                assert abs(core - rho) < 1e-4, f"{name} s={s} d={d}: core says {core}, here {rho}"
+                line += f" (flashlab estimate: {core:.4f})"
                 print(line + f"  [{text[:60]}]")
-    if not os.path.isfile(cli):
-        print(f"(no flashlab CLI at {cli}: densities not compared with core's; set FLASHLAB_CLI)")
     print("self-check passed")
 
 
@@ -198,16 +218,17 @@ class Timer:
         return float(np.median(times))
 
 
-class Fa2:
-    """fa2 through the C ABI v2 (python/flashlab/_abi.py) on PyTorch tensors: one flashlab_problem and one
-    flashlab_tensors made once, the mask prepared on the device once; each call is one ctypes call."""
+class Kernel:
+    """A flashlab kernel ("fa2" or "fa3") through the C ABI v2 (python/flashlab/_abi.py) on PyTorch tensors:
+    one flashlab_problem and one flashlab_tensors made once, the mask prepared on the device once; each call
+    is one ctypes call."""
 
-    def __init__(self, torch, q, k, v, o, lse, grads, mask=None, causal=False):
+    def __init__(self, name, torch, q, k, v, o, lse, grads, mask=None, causal=False):
         import ctypes
         from flashlab import _abi
         from flashlab._problem import ProblemArgs
         b, s, h, d = q.shape
-        self.ctypes, self.lib = ctypes, _abi.lib()
+        self.name, self.ctypes, self.lib = name.encode(), ctypes, _abi.lib()
         self.problem = ProblemArgs(batch=b, heads_q=h, heads_kv=h, seqlen_q=s, seqlen_k=s, head_dim=d, dtype="bf16",
                                    causal=causal, mask=mask)
         self.t = _abi.new_tensors()
@@ -217,7 +238,7 @@ class Fa2:
         self.err = ctypes.create_string_buffer(1024)
         self.handle = ctypes.c_void_p()
         if mask is not None:
-            self._check(self.lib.flashlab_mask_prepare_v2(b"fa2", self.problem.ref, self.t.stream,
+            self._check(self.lib.flashlab_mask_prepare_v2(self.name, self.problem.ref, self.t.stream,
                                                           ctypes.byref(self.handle), self.err, 1024))
             self.t.mask = self.handle.value
 
@@ -226,11 +247,11 @@ class Fa2:
             raise RuntimeError("flashlab: " + self.err.value.decode())
 
     def forward(self):
-        self._check(self.lib.flashlab_forward_v1(b"fa2", self.problem.ref, self.ctypes.byref(self.t), self.err, 1024))
+        self._check(self.lib.flashlab_forward_v1(self.name, self.problem.ref, self.ctypes.byref(self.t), self.err, 1024))
 
     def forward_backward(self):
         self.forward()
-        self._check(self.lib.flashlab_backward_v1(b"fa2", self.problem.ref, self.ctypes.byref(self.t), self.err, 1024))
+        self._check(self.lib.flashlab_backward_v1(self.name, self.problem.ref, self.ctypes.byref(self.t), self.err, 1024))
 
     def close(self):
         if self.handle.value:
@@ -283,7 +304,8 @@ def measure(torch, timer, device, pas, d, s, cases, args):
     import torch.nn.functional as F
     from torch.nn.attention import sdpa_kernel
     b, h = TOKENS // s, args.heads
-    br, bc = fa2_tile(d)
+    kernel = args.kernel
+    br, bc = forward_tile(kernel, d)
     gen = torch.Generator(device="cuda").manual_seed(s + d)
     q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
     o = torch.full_like(q, float("nan"))
@@ -291,7 +313,7 @@ def measure(torch, timer, device, pas, d, s, cases, args):
     grads = [do] + [torch.full_like(q, float("nan")) for _ in range(3)]  # do, dq, dk, dv
     backward = pas == "fwd+bwd"
 
-    plain = Fa2(torch, q, k, v, o, lse, grads)
+    plain = Kernel(kernel, torch, q, k, v, o, lse, grads)
     t_plain = timer.median_ms(plain.forward_backward if backward else plain.forward)
     rows = []
     for name, kind, value, causal, text in cases:
@@ -301,14 +323,14 @@ def measure(torch, timer, device, pas, d, s, cases, args):
         allowed = (j[None] >= torch.from_numpy(begin).cuda()[:, None]) & (j[None] < torch.from_numpy(end).cuda()[:, None])
         attn_mask = allowed[None, None]                            # (1, 1, s, s) bool, broadcast over (b, h)
 
-        fa2 = Fa2(torch, q, k, v, o, lse, grads, mask=(kind, value), causal=causal)
-        ours = fa2.forward_backward if backward else fa2.forward
+        masked = Kernel(kernel, torch, q, k, v, o, lse, grads, mask=(kind, value), causal=causal)
+        ours = masked.forward_backward if backward else masked.forward
         ours()
         torch.cuda.synchronize()
         o_ours = o.clone()
         g_ours = [g[0, :, 0].float().clone() for g in grads[1:]] if backward else None
         t_mask = timer.median_ms(ours)
-        fa2.close()
+        masked.close()
 
         qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(backward) for x in (q, k, v))
         dot = do.transpose(1, 2)
@@ -347,16 +369,16 @@ def measure(torch, timer, device, pas, d, s, cases, args):
             ref_g = reference_grads(torch, q, k, v, do, allowed)
             for n, name_g in enumerate(("dq", "dk", "dv")):
                 checks.append((name_g, g_ours[n], ref_g[n], [g[n] for g in sdpa_grads.values()]))
-        row = {"device": device, "date": datetime.date.today().isoformat(), "torch": torch.__version__, "pass": pas,
-               "mask": name, "mask_args": text, "hdim": d, "seqlen": s, "batch": b, "heads": h, "tile_br": br,
-               "tile_bc": bc, "density": rho, "fa2_nomask_ms": t_plain, "fa2_mask_ms": t_mask}
+        row = {"device": device, "date": datetime.date.today().isoformat(), "torch": torch.__version__,
+               "kernel": kernel, "pass": pas, "mask": name, "mask_args": text, "hdim": d, "seqlen": s, "batch": b,
+               "heads": h, "tile_br": br, "tile_bc": bc, "density": rho, "nomask_ms": t_plain, "mask_ms": t_mask}
         for bname in BACKEND_NAMES:
             row[bname + "_ms"] = times.get(bname, "")
         row["sdpa_refused"] = "; ".join(f"{n}: {r}" for n, r in reasons.items())
         row["mask_vs_density"] = t_mask / (rho * t_plain)
         best = min(times, key=times.get) if times else ""
         row["sdpa_best"] = best
-        row["sdpa_best_vs_fa2"] = times[best] / t_mask if best else ""
+        row["sdpa_best_vs_kernel"] = times[best] / t_mask if best else ""
         failed = []
         for field, mine, want, theirs in checks:
             err = (mine - want).abs().max().item()
@@ -364,14 +386,14 @@ def measure(torch, timer, device, pas, d, s, cases, args):
             row[f"err_{field}"], row[f"tol_{field}"] = err, 2 * base
             row[f"max_abs_diff_{field}_vs_sdpa"] = max([(mine - t).abs().max().item() for t in theirs], default="")
             if not err <= 2 * base:
-                failed.append(f"{field}: fa2's error {err:.3e} > 2 x {base:.3e}")
-        print(f"{pas:7s} d={d:3d} s={s:5d} {name:15s} rho {rho:.3f}  fa2 {t_plain:7.3f} -> {t_mask:7.3f} ms "
+                failed.append(f"{field}: {kernel}'s error {err:.3e} > 2 x {base:.3e}")
+        print(f"{pas:7s} d={d:3d} s={s:5d} {name:15s} rho {rho:.3f}  {kernel} {t_plain:7.3f} -> {t_mask:7.3f} ms "
               f"(x{row['mask_vs_density']:.2f} of rho)  "
               + "  ".join(f"{n[5:]} {times[n]:7.3f}" for n in times)
-              + (f"  best SDPA / fa2 {row['sdpa_best_vs_fa2']:.1f}x" if best else "")
+              + (f"  best SDPA / {kernel} {row['sdpa_best_vs_kernel']:.1f}x" if best else "")
               + "  err " + " ".join(f"{c[0]} {row['err_' + c[0]]:.1e}" for c in checks), flush=True)
         if failed:
-            sys.exit(f"{pas} d={d} s={s} {name}: fa2's masked output is wrong: " + "; ".join(failed))
+            sys.exit(f"{pas} d={d} s={s} {name}: {kernel}'s masked output is wrong: " + "; ".join(failed))
         rows.append(row)
         outs.clear()
         sdpa_grads.clear()
@@ -381,14 +403,14 @@ def measure(torch, timer, device, pas, d, s, cases, args):
 
 
 def table(rows):
-    head = (f"{'pass':7s} {'d':>3s} {'s':>5s} {'mask':15s} {'rho':>6s} {'nomask':>8s} {'mask':>8s} {'t/(rho t0)':>10s} "
-            f"{'efficient':>9s} {'cudnn':>8s} {'math':>8s} {'SDPA/fa2':>8s}")
+    head = (f"{'kernel':6s} {'pass':7s} {'d':>3s} {'s':>5s} {'mask':15s} {'rho':>6s} {'nomask':>8s} {'mask':>8s} {'t/(rho t0)':>10s} "
+            f"{'efficient':>9s} {'cudnn':>8s} {'math':>8s} {'SDPA/ours':>9s}")
     lines = [head, "-" * len(head)]
     for r in rows:
         ms = lambda key: f"{r[key]:8.3f}" if r[key] != "" else f"{'-':>8s}"  # noqa: E731
-        best = f"{r['sdpa_best_vs_fa2']:8.1f}" if r["sdpa_best_vs_fa2"] != "" else f"{'-':>8s}"
-        lines.append(f"{r['pass']:7s} {r['hdim']:3d} {r['seqlen']:5d} {r['mask']:15s} {r['density']:6.3f} "
-                     f"{r['fa2_nomask_ms']:8.3f} {r['fa2_mask_ms']:8.3f} {r['mask_vs_density']:10.2f} "
+        best = f"{r['sdpa_best_vs_kernel']:9.1f}" if r["sdpa_best_vs_kernel"] != "" else f"{'-':>9s}"
+        lines.append(f"{r['kernel']:6s} {r['pass']:7s} {r['hdim']:3d} {r['seqlen']:5d} {r['mask']:15s} {r['density']:6.3f} "
+                     f"{r['nomask_ms']:8.3f} {r['mask_ms']:8.3f} {r['mask_vs_density']:10.2f} "
                      f"{ms('sdpa_efficient_ms'):>9s} {ms('sdpa_cudnn_ms')} {ms('sdpa_math_ms')} {best}")
     return "\n".join(lines) + "\n(times in ms; issue 17: t/(rho t0) <= 1.2 at s >= 4k, SDPA/fa2 >= 3 for document)"
 
@@ -399,7 +421,8 @@ def main():
     ap.add_argument("--seqlens", default="4096,8192,16384")
     ap.add_argument("--hdims", default="128,64")
     ap.add_argument("--heads", type=int, default=16)
-    ap.add_argument("--passes", default="fwd,fwd+bwd")
+    ap.add_argument("--kernel", default="fa2", choices=["fa2", "fa3"], help="flashlab's kernel (fa3: forward only)")
+    ap.add_argument("--passes", default=None, help="fwd,fwd+bwd (fa3: fwd, its only pass)")
     ap.add_argument("--masks", default="document,prefix-lm", help="document, document-causal, prefix-lm")
     ap.add_argument("--docs", type=int, default=8, help="documents per 16384 tokens")
     ap.add_argument("--docs-per-seq", type=int, default=0, help="documents per sequence at every seqlen (0: --docs)")
@@ -407,6 +430,9 @@ def main():
     ap.add_argument("--seed", type=int, default=17, help="the document lengths' RNG (seeded with seed + seqlen)")
     ap.add_argument("--self-check", action="store_true", help="check the masks and densities on the CPU and exit")
     args = ap.parse_args()
+    args.passes = args.passes or ("fwd" if args.kernel == "fa3" else "fwd,fwd+bwd")
+    if args.kernel == "fa3" and args.passes != "fwd":
+        ap.error("fa3 has a forward only: --passes fwd")
     if args.self_check:
         self_check(args)
         return 0
@@ -418,7 +444,8 @@ def main():
         sys.exit(f"{lib.path} was built without CUDA: build where nvcc is installed, or set FLASHLAB_LIBRARY")
     device = torch.cuda.get_device_name()
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                   f"masks-{device_short_name(device)}-{datetime.date.today().isoformat()}.csv")
+                                   f"masks-{device_short_name(device)}-{datetime.date.today().isoformat()}"
+                                   f"{'' if args.kernel == 'fa2' else '-' + args.kernel}.csv")
     print(f"{device}, torch {torch.__version__}, {lib.path}", flush=True)
     timer = Timer(torch)
     rows = []
