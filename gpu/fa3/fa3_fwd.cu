@@ -177,8 +177,10 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   // length would cost a pass over the lists a launch; the sections keep each round's K/V in L2 either way.
   const TileScheduler sched{(p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch, causal || mask, section,
                             tile_counter(stream)};
-  auto kernel = p.softcap > 0.f ? (mask ? fa3_forward_kernel<S, T, true, true> : fa3_forward_kernel<S, T, true, false>)
-                                : (mask ? fa3_forward_kernel<S, T, false, true> : fa3_forward_kernel<S, T, false, false>);
+  // kMask for every level above none (fa3_forward_unsupported refuses the extras, ALiBi and dropout).
+  const auto kernel = pick_instantiation(p, [](auto cap, auto f) {
+    return &fa3_forward_kernel<S, T, decltype(cap)::value, decltype(f)::value != Features::none>;
+  });
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int grid = std::min(sched.count(), device_attribute(cudaDevAttrMultiProcessorCount));
   kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, sched);

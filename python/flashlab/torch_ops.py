@@ -23,6 +23,7 @@ first torch tensor it sees (under torch.compile the import runs eagerly, outside
 import contextlib
 import ctypes
 import functools
+import inspect
 from typing import Optional, Tuple
 
 import torch
@@ -97,12 +98,17 @@ def _host_f32(x):
 # fwd's options come most used first, each with its default (flash-attn's), so that a caller passes only the
 # few it sets: every argument not passed saves its conversion at the op's call (~0.2 us each; python/README.md).
 # impl "" is the device's default: fa2 on CUDA tensors, tiled-fa2 on the CPU.
+def _resolved_impl(impl, x):
+    """impl "" (the op's default) as the implementation for x's device."""
+    return impl or (DEFAULT_DEVICE_IMPL if x.is_cuda else DEFAULT_HOST_IMPL)
+
+
 def _fwd_body(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, softmax_scale: float = 0.0,
               window_left: int = -1, window_right: int = -1, softcap: float = 0.0, dropout_p: float = 0.0,
               seed: int = 0, alibi_slopes: Optional[Tensor] = None, cu_seqlens_q: Optional[Tensor] = None,
               cu_seqlens_k: Optional[Tensor] = None, max_seqlen_q: int = 0, max_seqlen_k: int = 0, impl: str = "",
               deterministic: bool = False) -> Tuple[Tensor, Tensor]:
-    impl = impl or (DEFAULT_DEVICE_IMPL if q.is_cuda else DEFAULT_HOST_IMPL)
+    impl = _resolved_impl(impl, q)
     if not q.is_cuda:  # the op called directly on CPU tensors: the checks flash_attn_func makes first
         _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, impl)
     shapes, problem = _problem_of(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
@@ -125,7 +131,7 @@ def _fwd_body(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, softmax_sca
 def _fwd_fake(q, k, v, causal=False, softmax_scale=0.0, window_left=-1, window_right=-1, softcap=0.0, dropout_p=0.0,
               seed=0, alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, impl="",
               deterministic=False):
-    impl = impl or (DEFAULT_DEVICE_IMPL if q.is_cuda else DEFAULT_HOST_IMPL)
+    impl = _resolved_impl(impl, q)
     if cu_seqlens_q is None and cu_seqlens_k is None:
         # what flash_attn_func's fast path (C++ ops, CUDA, fixed length) leaves to the op, checked at trace time
         _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, impl)
@@ -213,8 +219,8 @@ else:
     bwd = torch.library.custom_op("flashlab::bwd", _bwd_body, mutates_args=())
     bwd.register_fake(_bwd_fake)
 _fwd = torch.ops.flashlab.fwd.default  # what flash_attn_func calls, either way
-# fwd's options after q, k, v and their defaults, in the schema's order (_fwd_body's signature)
-_FWD_DEFAULTS = (False, 0.0, -1, -1, 0.0, 0.0, 0, None, None, None, 0, 0, "", False)
+# fwd's options after q, k, v and their defaults, in the schema's order (read off _fwd_body's signature)
+_FWD_DEFAULTS = tuple(p.default for p in inspect.signature(_fwd_body).parameters.values())[3:]
 
 
 def _without_trailing_defaults(options):
@@ -260,7 +266,7 @@ def _check_tensors(q, k, v, cu_q, cu_k, impl):
 def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
               window_size, softcap, alibi_slopes, deterministic, return_attn_probs, impl, seed):
     given_impl = impl or ""  # "" lets the op choose the device's default
-    impl = impl or (DEFAULT_DEVICE_IMPL if q.is_cuda else DEFAULT_HOST_IMPL)
+    impl = _resolved_impl(impl, q)
     if BACKEND == "cpp" and q.is_cuda and cu_seqlens_q is None and cu_seqlens_k is None:
         # the fast path: the C++ op checks the tensors, their shapes and the slopes itself (csrc/ops.cpp, in
         # these words); what is left here are the tensors' types and the options it takes as plain numbers

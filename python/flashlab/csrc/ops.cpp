@@ -303,12 +303,19 @@ flashlab_problem make_problem(const Shapes& s, at::ScalarType dtype, double drop
   return p;
 }
 
-flashlab_tensors make_tensors(const OptionalTensor& cu_q, const OptionalTensor& cu_k, const Tensor& q,
-                              bool deterministic) {
+// Both passes' pointers: q, k, v, the forward's O and LSE (its outputs, or the backward's inputs), the
+// offsets; the backward adds dO and the gradients.
+flashlab_tensors make_tensors(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const Tensor& lse,
+                              const OptionalTensor& cu_q, const OptionalTensor& cu_k, bool deterministic) {
   flashlab_tensors t;
   std::memset(&t, 0, sizeof t);
   t.struct_size = sizeof t;
   t.abi_version = FLASHLAB_ABI_VERSION;
+  t.q = q.data_ptr();
+  t.k = k.data_ptr();
+  t.v = v.data_ptr();
+  t.o = o.data_ptr();
+  t.lse = lse.data_ptr<float>();
   if (cu_q.has_value()) {
     t.cu_seqlens_q_device = cu_q->data_ptr<int32_t>();
     t.cu_seqlens_k_device = cu_k->data_ptr<int32_t>();
@@ -353,12 +360,7 @@ std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tens
 
   const flashlab_problem p = make_problem(s, q.scalar_type(), dropout_p, softmax_scale, causal, window_left,
                                           window_right, softcap, seed, host);
-  flashlab_tensors t = make_tensors(cu_q, cu_k, q, deterministic);
-  t.q = q.data_ptr();
-  t.k = k.data_ptr();
-  t.v = v.data_ptr();
-  t.o = out.data_ptr();
-  t.lse = lse.data_ptr<float>();
+  const flashlab_tensors t = make_tensors(q, k, v, out, lse, cu_q, cu_k, deterministic);
   call(g_forward, impl, p, t);
   return {out, lse};
 }
@@ -384,12 +386,7 @@ std::tuple<Tensor, Tensor, Tensor> bwd_cuda(const Tensor& dout, const Tensor& q,
 
   const flashlab_problem p = make_problem(s, q.scalar_type(), dropout_p, softmax_scale, causal, window_left,
                                           window_right, softcap, seed, host);
-  flashlab_tensors t = make_tensors(cu_q, cu_k, q, deterministic);
-  t.q = q.data_ptr();
-  t.k = k.data_ptr();
-  t.v = v.data_ptr();
-  t.o = out.data_ptr();
-  t.lse = softmax_lse.data_ptr<float>();
+  flashlab_tensors t = make_tensors(q, k, v, out, softmax_lse, cu_q, cu_k, deterministic);
   t.d_o = dout.data_ptr();
   t.dq = dq.data_ptr();
   t.dk = dk.data_ptr();
