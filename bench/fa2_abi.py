@@ -18,7 +18,7 @@ def load(path):
 
 class Fa2:
     """fa2's forward (q, k, v -> o, lse) and backward (+ do -> dq, dk, dv) on one set of tensors; with
-    kernel=b"fa3", fa3's forward (Hopper only; it has no backward)."""
+    kernel=b"fa3", fa3's (Hopper only; its backward takes head dims up to 128)."""
 
     def __init__(self, torch, lib, q, k, v, o, lse, causal, grads=None, deterministic=False, kernel=b"fa2"):
         b, s, h, d = q.shape
@@ -37,7 +37,7 @@ class Fa2:
         self._check(self.lib.flashlab_forward(self.kernel, *self.fwd_ptrs, *self.shape, self.stream, self.err, 512))
 
     def backward(self):
-        self._check(self.lib.flashlab_backward(b"fa2", *self.fwd_ptrs, *self.grad_ptrs, *self.shape,
+        self._check(self.lib.flashlab_backward(self.kernel, *self.fwd_ptrs, *self.grad_ptrs, *self.shape,
                                                self.deterministic, self.stream, self.err, 512))
 
     def forward_backward(self):

@@ -2,8 +2,8 @@
 """Race flashlab's GPU kernels against PyTorch SDPA (flash = FlashAttention 2, cuDNN) on one GPU.
 
 Runs on the GPU machine. For the anchors' sweep (bf16, batch * seqlen = 16384, heads * head_dim = 2048),
-forward and forward+backward, it times flashlab's fa2 (through the C ABI, on the same PyTorch tensors),
-SDPA's flash backend and its cuDNN backend in the same process with triton.testing.do_bench (median),
+forward and forward+backward, it times flashlab's fa2 and, on sm_90, fa3 (its backward up to d = 128)
+(through the C ABI, on the same PyTorch tensors), SDPA's flash backend and its cuDNN backend in the same process with triton.testing.do_bench (median),
 checks flashlab's outputs (O; dQ, dK, dV) against SDPA flash's on the same inputs, and writes a CSV and
 a TFLOP/s table.
 
@@ -35,7 +35,7 @@ def main():
     ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
     ap.add_argument("--hdims", default="64,128,256")
     ap.add_argument("--passes", default="fwd,fwd+bwd")
-    ap.add_argument("--deterministic", action="store_true", help="time fa2's deterministic backward")
+    ap.add_argument("--deterministic", action="store_true", help="time fa2's and fa3's deterministic backward")
     args = ap.parse_args()
     lib = load(args.lib)
     device = torch.cuda.get_device_name()
@@ -47,7 +47,7 @@ def main():
                     rows.append(measure(lib, device, pas, d, s, causal, args.deterministic))
                     torch.cuda.empty_cache()
     with open(args.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))  # fa3's columns where it ran
         w.writeheader()
         w.writerows(rows)
     print()
@@ -62,9 +62,14 @@ def measure(lib, device, pas, d, s, causal, deterministic):
     dq, dk, dv = (torch.full_like(q, float("nan")) for _ in range(3))
     lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
     fa2 = Fa2(torch, lib, q, k, v, o, lse, causal, grads=(do, dq, dk, dv), deterministic=deterministic)
-    # fa3 (Hopper, forward only): its own output tensors, checked and timed beside fa2 where it runs.
+    # fa3 (Hopper): its own output tensors, checked and timed beside fa2 where it runs (its backward takes
+    # head dims up to 128).
     o3, lse3 = torch.full_like(q, float("nan")), torch.empty_like(lse)
-    fa3 = Fa2(torch, lib, q, k, v, o3, lse3, causal, kernel=b"fa3") if pas == "fwd" and has_fa3() else None
+    grads3 = tuple(torch.full_like(q, float("nan")) for _ in range(3))  # dq, dk, dv
+    fa3 = None
+    if has_fa3() and (pas == "fwd" or d <= 128):
+        fa3 = Fa2(torch, lib, q, k, v, o3, lse3, causal, grads=(do,) + grads3, deterministic=deterministic,
+                  kernel=b"fa3")
 
     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(pas != "fwd") for x in (q, k, v))
     dot = do.transpose(1, 2)
@@ -84,15 +89,19 @@ def measure(lib, device, pas, d, s, causal, deterministic):
     torch.cuda.synchronize()
     diffs = {"o": (o.float() - ref.float()).abs().max().item()}
     if fa3:
-        fa3.forward()
+        fa3.forward() if pas == "fwd" else fa3.forward_backward()
         torch.cuda.synchronize()
         diffs["o_fa3"] = (o3.float() - ref.float()).abs().max().item()
     if pas != "fwd":
         for name, mine, theirs in (("dq", dq, qt.grad), ("dk", dk, kt.grad), ("dv", dv, vt.grad)):
             diffs[name] = (mine.float() - theirs.transpose(1, 2).float()).abs().max().item()
+        if fa3:
+            for name, mine, theirs in zip(("dq_fa3", "dk_fa3", "dv_fa3"), grads3, (qt.grad, kt.grad, vt.grad)):
+                diffs[name] = (mine.float() - theirs.transpose(1, 2).float()).abs().max().item()
     flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0) * (1.0 if pas == "fwd" else 3.5)
     t = {}
-    timed = [("flashlab_fa2", ours)] + ([("flashlab_fa3", fa3.forward)] if fa3 else [])
+    ours3 = (fa3.forward if pas == "fwd" else fa3.forward_backward) if fa3 else None
+    timed = [("flashlab_fa2", ours)] + ([("flashlab_fa3", ours3)] if fa3 else [])
     for name, fn in timed + [("sdpa_flash", sdpa(SDPBackend.FLASH_ATTENTION)),
                              ("sdpa_cudnn", sdpa(SDPBackend.CUDNN_ATTENTION))]:
         leaves = [qt, kt, vt] if pas != "fwd" else None  # grads reset (untimed) before every run
@@ -100,7 +109,7 @@ def measure(lib, device, pas, d, s, causal, deterministic):
     row = {"device": device, "date": datetime.date.today().isoformat(), "torch": torch.__version__,
            "pass": pas, "deterministic": int(deterministic and pas != "fwd"), "hdim": d, "seqlen": s,
            "causal": int(causal), "batch": b, "heads": h}
-    for name in ("o", "dq", "dk", "dv", "o_fa3"):
+    for name in ("o", "dq", "dk", "dv", "o_fa3", "dq_fa3", "dk_fa3", "dv_fa3"):
         row[f"max_abs_diff_{name}_vs_sdpa_flash"] = diffs.get(name, "")
     for name, sec in t.items():
         row[f"{name}_ms"] = sec * 1e3

@@ -120,6 +120,8 @@ void device_forward(const std::string& kernel, const Problem& p, const flashlab_
 }
 
 void device_backward(const std::string& kernel, const Problem& p, const flashlab_tensors& t) {
+  if (const std::string why = gpu::backward_unsupported(kernel, p); !why.empty())
+    throw Error(kernel + " cannot run this problem's backward: " + why);
   gpu::BackwardParams a;
   fill(a, kernel, p, t);
   for (const auto& [ptr, name] : {std::pair{t.d_o, "d_o"}, {static_cast<const void*>(t.dq), "dq"},

@@ -58,6 +58,7 @@
 #include "flashlab/dropout.hpp"
 #include "kernels.hpp"
 #include "mma.cuh"
+#include "prob_grad.cuh"
 #include "sequence.cuh"
 #include "shapes.hpp"
 
@@ -115,28 +116,6 @@ __global__ void __launch_bounds__(256) preprocess_kernel(const BackwardParams p)
     sc.dsum[at] = acc;
     sc.lse2[at] = lse == -INFINITY ? INFINITY : lse * kLog2e;
   }
-}
-
-// The probability and its gradient for one score, in place (s -> P, dp -> dS / scale), with the softcap
-// if on:
-//   P = exp2(s' log2e - LSE2),  dS = P (dP - D) ds'/ds,  s' = s scale or cap tanh(s scale / cap).
-// ds'/ds's factor `scale` is left out, as FA2 leaves it: dK and dQ, sums of dS times K or Q, take it
-// once at the end instead of every score.
-// With kExtras, ALiBi's bias (bias2 = slope |i + sk - sq - j| log2e) comes off s' before the exp, and
-// dropout's scale z = keep / (1 - p) enters twice: dS = P (z dP - D), and s -> z P, the P~ of dV += P~^T dO.
-template <bool kSoftcap, bool kExtras = false>
-__device__ __forceinline__ void prob_grad(float& s, float& dp, float lse2, float dsum, const BackwardParams& p,
-                                          float bias2 = 0.f, float z = 1.f) {
-  if constexpr (kExtras) dp *= z;
-  if constexpr (kSoftcap) {
-    const float t = tanhf(s * (p.scale / p.softcap));
-    s = exp2_fast(p.softcap * kLog2e * t - (kExtras ? bias2 + lse2 : lse2));
-    dp = s * (dp - dsum) * (1.f - t * t);
-  } else {
-    s = exp2_fast(fmaf(s, p.scale * kLog2e, -(kExtras ? bias2 + lse2 : lse2)));
-    dp = s * (dp - dsum);
-  }
-  if constexpr (kExtras) s *= z;
 }
 
 // ALiBi's bias in log2 units and dropout's scale for score (row, key) of head h: what prob_grad takes.

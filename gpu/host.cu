@@ -80,6 +80,17 @@ std::string unsupported(const std::string& kernel, const Problem& p) {
   return "unknown GPU kernel '" + kernel + "'";
 }
 
+std::string backward_unsupported(const std::string& kernel, const Problem& p) {
+  if (std::string why = unsupported(kernel, p); !why.empty()) return why;
+  if (kernel == "fa2") return "";
+  if (kernel != "fa3") return "unsupported: no backward kernel (fa2 and fa3 have one)";
+  if (p.mask.kind != MaskKind::none)
+    return "unsupported: mask kind " + to_string(p.mask.kind) + " in the fa3 backward (fa2's backward takes it)";
+  if (!fa3_backward_shape(int(p.head_dim)).supported())
+    return "unsupported: head_dim " + std::to_string(p.head_dim) + " in the fa3 backward (multiples of 8 up to 128)";
+  return "";
+}
+
 HostForward run_forward(const std::string& kernel, const Problem& p, const Tensor& q, const Tensor& k,
                         const Tensor& v) {
   p.validate();
@@ -139,8 +150,7 @@ HostForward run_forward(const std::string& kernel, const Problem& p, const Tenso
 HostBackward run_backward(const std::string& kernel, const Problem& p, const Tensor& q, const Tensor& k,
                           const Tensor& v, const Tensor& o, const Tensor& lse, const Tensor& d_o, bool deterministic) {
   p.validate();
-  if (kernel != "fa2") throw Error("gpu " + kernel + ": no backward kernel (fa2 has one)");
-  const std::string why = unsupported(kernel, p);
+  const std::string why = backward_unsupported(kernel, p);
   if (!why.empty()) throw Error("gpu " + kernel + ": " + why);
   const Dtype dt = kernel_dtype(kernel, p.dtype);
 
@@ -154,7 +164,8 @@ HostBackward run_backward(const std::string& kernel, const Problem& p, const Ten
   DeviceBuffer d_o_in = uploaded(d_o, dt), o_in = uploaded(o, dt), lse_in(lse.data.size() * 4);
   FLASHLAB_CUDA(cudaMemcpy(lse_in.ptr, lse.ptr(), lse.data.size() * 4, cudaMemcpyHostToDevice));
   DeviceBuffer dq = poisoned(q.data.size() * 2), dk = poisoned(k.data.size() * 2), dv = poisoned(v.data.size() * 2);
-  DeviceBuffer scratch = poisoned(fa2_backward_scratch_bytes(a));
+  const bool fa3 = kernel == "fa3";
+  DeviceBuffer scratch = poisoned(fa3 ? fa3_backward_scratch_bytes(a) : fa2_backward_scratch_bytes(a));
   a.q = q_in.ptr;
   a.k = k_in.ptr;
   a.v = v_in.ptr;
@@ -165,7 +176,8 @@ HostBackward run_backward(const std::string& kernel, const Problem& p, const Ten
   a.dk = dk.ptr;
   a.dv = dv.ptr;
   a.scratch = scratch.ptr;
-  fa2_backward(a, nullptr);
+  if (fa3) fa3_backward(a, nullptr);
+  else fa2_backward(a, nullptr);
   FLASHLAB_CUDA(cudaDeviceSynchronize());
 
   HostBackward out{Tensor(q.shape), Tensor(k.shape), Tensor(v.shape)};

@@ -16,6 +16,9 @@ struct HostForward {
 
 // "" when `kernel` can run `p` here, else why not (starting "skipped: " when no device is present).
 std::string unsupported(const std::string& kernel, const Problem& p);
+// "" when the backward of `kernel` can run `p` here, else why not: unsupported(), then what the backward
+// adds (fa2's takes all the forward does; fa3's head dims up to 128, no mask function).
+std::string backward_unsupported(const std::string& kernel, const Problem& p);
 // The part of that which needs no device: a mask function the kernel cannot take. fa2 (forward and
 // backward) and fa3 (forward) take every mask kind on fixed-length batches: the built-in ones as each
 // row's interval of keys (params.hpp mask_lo / mask_hi), a dense mask as its bits and the block lists at
@@ -35,7 +38,7 @@ struct HostBackward {
 
 HostForward run_forward(const std::string& kernel, const Problem& p, const Tensor& q, const Tensor& k,
                         const Tensor& v);
-// The backward of `kernel` ("fa2") from the forward's o and lse; `deterministic` computes dQ without atomics.
+// The backward of `kernel` ("fa2" or "fa3") from the forward's o and lse; `deterministic` computes dQ without atomics.
 HostBackward run_backward(const std::string& kernel, const Problem& p, const Tensor& q, const Tensor& k,
                           const Tensor& v, const Tensor& o, const Tensor& lse, const Tensor& d_o, bool deterministic);
 

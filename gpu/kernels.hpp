@@ -64,6 +64,12 @@ size_t max_smem_per_block();
 // ("" when it can): it needs an sm_90 GPU.
 std::string fa3_forward_unsupported(const AttentionParams& p);
 void fa3_forward(const AttentionParams& p, cudaStream_t stream);
+// fa3/fa3_bwd.cu: its backward (wgmma for the five GEMMs, TMA, dQ by bulk reductions; p.deterministic adds
+// them in a fixed order), head dims up to 128, the window rule's masks, softcap, GQA, varlen.
+// fa3_backward_unsupported says why not ("" when it can); p.scratch holds fa3_backward_scratch_bytes(p).
+std::string fa3_backward_unsupported(const BackwardParams& p);
+size_t fa3_backward_scratch_bytes(const BackwardParams& p);
+void fa3_backward(const BackwardParams& p, cudaStream_t stream);
 
 // standard.cu: cuBLAS QK^T into an fp32 S, a softmax kernel writing P, cuBLAS PV.
 // s_scratch: batch*heads*sq*sk floats; p_scratch: the same count in the input dtype.

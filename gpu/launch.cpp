@@ -179,10 +179,13 @@ void launch_forward(const std::string& kernel, const AttentionParams& p, cudaStr
 }
 
 void launch_backward(const std::string& kernel, BackwardParams& p, cudaStream_t stream) {
-  if (kernel != "fa2") throw Error("kernel '" + kernel + "' has no backward: only fa2 has one");
-  FLASHLAB_CUDA(cudaMallocAsync(&p.scratch, fa2_backward_scratch_bytes(p), stream));
+  if (kernel != "fa2" && kernel != "fa3")
+    throw Error("kernel '" + kernel + "' has no backward: fa2 and fa3 have one");
+  const bool fa3 = kernel == "fa3";
+  FLASHLAB_CUDA(cudaMallocAsync(&p.scratch, fa3 ? fa3_backward_scratch_bytes(p) : fa2_backward_scratch_bytes(p), stream));
   try {
-    fa2_backward(p, stream);
+    if (fa3) fa3_backward(p, stream);
+    else fa2_backward(p, stream);
   } catch (...) {
     cudaFreeAsync(p.scratch, stream);
     p.scratch = nullptr;

@@ -63,7 +63,7 @@ class DeviceMask {
 
 // "fa2" | "fa3" | "standard" (S and P allocated and freed on `stream`); throws flashlab::Error otherwise.
 void launch_forward(const std::string& kernel, const AttentionParams& p, cudaStream_t stream);
-// "fa2" only. p.scratch is allocated on `stream` and freed before returning (p.scratch is left null).
+// "fa2" or "fa3". p.scratch is allocated on `stream` and freed before returning (p.scratch is left null).
 void launch_backward(const std::string& kernel, BackwardParams& p, cudaStream_t stream);
 
 }  // namespace flashlab::gpu

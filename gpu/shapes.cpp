@@ -25,8 +25,7 @@ bool add_rows(const std::string& algo, bool backward, int head_dim, const std::s
     if (dtype == "fp32")
       return fail(error, algo + " runs bf16 and fp16, not fp32 (fa1-minimal runs fp32); use --dtype bf16 or fp16");
     if (algo == "fa3") {
-      if (backward) return fail(error, "fa3 has no backward kernel yet (gpu/fa3/ is forward only); use --pass fwd");
-      shapes = {fa3_forward_shape(head_dim)};
+      shapes = {backward ? fa3_backward_shape(head_dim) : fa3_forward_shape(head_dim)};
     } else if (backward) {
       shapes = {fa2_backward_shape(head_dim, smem_per_block), fa2_backward_dq_shape(head_dim)};
     } else {
@@ -74,13 +73,17 @@ std::vector<KernelShapeRow> kernel_shapes(const std::string& algo, bool backward
   // all: the algorithms with this pass and dtype; a head dim or a shared-memory size one of them
   // cannot take is still an error.
   for (const std::string& name : shape_algos()) {
-    if (backward && name != "fa2") continue;
+    if (backward && name != "fa2" && name != "fa3") continue;
+    // fa3's backward is a Hopper kernel for head dims up to 128: `all` lists it where it runs.
+    if (backward && name == "fa3" &&
+        (!fa3_backward_shape(head_dim).supported() || fa3_backward_shape(head_dim).smem_bytes > smem_per_block))
+      continue;
     if (dtype == "fp32" && (name == "fa2" || name == "fa3")) continue;
     if (!add_rows(name, backward, head_dim, dtype, smem_per_block, rows, error)) return {};
   }
-  if (rows.empty())  // the backward in fp32: fa2's is the only backward kernel, and it takes bf16 / fp16
+  if (rows.empty())  // the backward in fp32: fa2's and fa3's backward kernels take bf16 / fp16
     fail(error, std::string("no algorithm has a ") + (backward ? "backward" : "forward") + " kernel for " + dtype +
-                    " (fa2's backward takes bf16 and fp16)");
+                    " (fa2's and fa3's backward take bf16 and fp16)");
   return rows;
 }
 

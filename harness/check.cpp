@@ -84,6 +84,10 @@ CheckResult check(const Implementation& impl, const Problem& p, const Inputs& in
     result.skipped = "skipped: no backward pass";
     return result;
   }
+  if (has_bwd(pass) && impl.backward_unsupported) {
+    result.skipped = impl.backward_unsupported(p);
+    if (!result.skipped.empty()) return result;
+  }
   constexpr double kFactor = kToleranceFactor, kVarlenGradFactor = 3.0;
   auto field = [&](const char* name, const Tensor& out, const TensorD& oracle, double baseline_err, double factor) {
     result.fields.push_back(judge(name, out, oracle, baseline_err, factor));

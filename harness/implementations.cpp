@@ -79,8 +79,12 @@ std::vector<Implementation> build() {
                     "gpu-fa2 with the deterministic backward: dQ from its own Q-outer kernel, no atomics", true,
                     true},
            GpuEntry{"gpu-fa3", "fa3",
-                    "FlashAttention-3-style Hopper forward (TMA, wgmma, warp-specialized, persistent; sm_90)", false,
-                    false},
+                    "FlashAttention-3-style Hopper kernels (TMA, wgmma, warp-specialized; sm_90): persistent forward, "
+                    "backward with dQ by bulk reductions",
+                    true, false},
+           GpuEntry{"gpu-fa3-deterministic", "fa3",
+                    "gpu-fa3 with the deterministic backward: dQ's reductions in a fixed order of the K/V blocks",
+                    true, true},
        }) {
     const std::string k = e.kernel;
     const bool det = e.deterministic;
@@ -101,12 +105,17 @@ std::vector<Implementation> build() {
           return gpu::unsupported(k, p);
         },
     };
-    if (e.backward)
+    if (e.backward) {
+      impl.backward_unsupported = [k](const Problem& p) {
+        if (const std::string why = gpu::mask_unsupported(k, p); !why.empty()) return why;
+        return gpu::backward_unsupported(k, p);
+      };
       impl.backward = [k, det](const Problem& p, const Tensor& q, const Tensor& kk, const Tensor& v, const Tensor& o,
                                const Tensor& lse, const Tensor& d_o) {
         auto r = gpu::run_backward(k, p, q, kk, v, o, lse, d_o, det);
         return BackwardOut{std::move(r.dq), std::move(r.dk), std::move(r.dv)};
       };
+    }
     list.push_back(std::move(impl));
   }
   return list;

@@ -30,6 +30,8 @@ struct Implementation {
   // "" when this implementation can run the problem here, else why not
   // (e.g. "skipped: no CUDA device", "head_dim 59 unsupported").
   std::function<std::string(const Problem&)> unsupported;
+  // The same for the backward where it can refuse more than the forward (null: as `unsupported`).
+  std::function<std::string(const Problem&)> backward_unsupported = nullptr;
 };
 
 const std::vector<Implementation>& implementations();

@@ -1,5 +1,5 @@
 // What only the GPU kernels promise beyond the shared harness's rule: the
-// deterministic backward is bit-reproducible, and the atomic one agrees with it;
+// deterministic backward (fa2's and fa3's) is bit-reproducible, and the atomic one agrees with it;
 // the dropout mask is the CPU's, bit for bit. Without a CUDA device every case reports itself skipped.
 #include <doctest/doctest.h>
 
@@ -26,7 +26,7 @@ bool bit_equal(const Tensor& a, const Tensor& b) {
 }
 }  // namespace
 
-TEST_CASE("GPU fa2: the deterministic backward gives the same bits every run; the atomic one agrees with it") {
+TEST_CASE("GPU fa2 and fa3: the deterministic backward gives the same bits every run; the atomic one agrees") {
   if (skip_without_gpu()) return;
   Problem p;
   p.batch = 2;
@@ -38,21 +38,28 @@ TEST_CASE("GPU fa2: the deterministic backward gives the same bits every run; th
   p.causal = true;
   p.dtype = DType::bf16;
   const Inputs in = random_inputs(p, 42);
-  const gpu::HostForward f = gpu::run_forward("fa2", p, in.q, in.k, in.v);
-  const gpu::HostBackward det1 = gpu::run_backward("fa2", p, in.q, in.k, in.v, f.o, f.lse, in.d_o, true);
-  const gpu::HostBackward det2 = gpu::run_backward("fa2", p, in.q, in.k, in.v, f.o, f.lse, in.d_o, true);
-  CHECK(bit_equal(det1.dq, det2.dq));
-  CHECK(bit_equal(det1.dk, det2.dk));
-  CHECK(bit_equal(det1.dv, det2.dv));
-  const gpu::HostBackward atomic = gpu::run_backward("fa2", p, in.q, in.k, in.v, f.o, f.lse, in.d_o, false);
-  CHECK(bit_equal(atomic.dk, det1.dk));  // the same kernel computes dK and dV either way
-  CHECK(bit_equal(atomic.dv, det1.dv));
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < det1.dq.data.size(); ++i) {
-    worst = std::max(worst, double(std::abs(atomic.dq.data[i] - det1.dq.data[i])));
-    scale = std::max(scale, double(std::abs(det1.dq.data[i])));
+  for (const char* kernel : {"fa2", "fa3"}) {
+    CAPTURE(kernel);
+    if (const std::string why = gpu::backward_unsupported(kernel, p); !why.empty()) {
+      MESSAGE(kernel << ": " << why << " (its deterministic backward not run)");
+      continue;
+    }
+    const gpu::HostForward f = gpu::run_forward(kernel, p, in.q, in.k, in.v);
+    const gpu::HostBackward det1 = gpu::run_backward(kernel, p, in.q, in.k, in.v, f.o, f.lse, in.d_o, true);
+    const gpu::HostBackward det2 = gpu::run_backward(kernel, p, in.q, in.k, in.v, f.o, f.lse, in.d_o, true);
+    CHECK(bit_equal(det1.dq, det2.dq));
+    CHECK(bit_equal(det1.dk, det2.dk));
+    CHECK(bit_equal(det1.dv, det2.dv));
+    const gpu::HostBackward atomic = gpu::run_backward(kernel, p, in.q, in.k, in.v, f.o, f.lse, in.d_o, false);
+    CHECK(bit_equal(atomic.dk, det1.dk));  // the same kernel computes dK and dV either way
+    CHECK(bit_equal(atomic.dv, det1.dv));
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < det1.dq.data.size(); ++i) {
+      worst = std::max(worst, double(std::abs(atomic.dq.data[i] - det1.dq.data[i])));
+      scale = std::max(scale, double(std::abs(det1.dq.data[i])));
+    }
+    CHECK(worst <= 0.02 * scale);  // summation order and one bf16 rounding apart
   }
-  CHECK(worst <= 0.02 * scale);  // summation order and one bf16 rounding apart
 }
 
 TEST_CASE("GPU fa2: its dropout mask is the CPU's, bit for bit, and drops a fraction p of P") {

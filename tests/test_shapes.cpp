@@ -74,6 +74,16 @@ TEST_CASE("shapes: fa1_minimal, standard and the FA3 forward") {
   CHECK(fa3_forward_shape(80).head_dim == 128);  // padded, as fa2
   CHECK(fa3_forward_shape(256).smem_bytes <= kH100SmemPerBlock);
   CHECK_FALSE(fa3_forward_shape(260).supported());
+  for (int d : {64, 128}) {  // the backward: every wgmma 64 rows high, its shared memory within an H100's
+    CAPTURE(d);
+    const TileShape b = fa3_backward_shape(d);
+    CHECK(consistent(b));
+    CHECK(b.block_n == 128);
+    CHECK(b.block_m * d == 64 * 128);  // a consumer's share of a step's dQ: 64 x 64
+    CHECK(b.smem_bytes <= kH100SmemPerBlock);
+  }
+  CHECK(fa3_backward_shape(72).head_dim == 128);
+  CHECK_FALSE(fa3_backward_shape(256).supported());
 }
 
 TEST_CASE("shapes: the lookup by name lists a pass's kernels and says why it refuses") {
@@ -87,7 +97,9 @@ TEST_CASE("shapes: the lookup by name lists a pass's kernels and says why it ref
   CHECK(rows[0].shape.block_m == fa2_backward_shape(256, kA100SmemPerBlock).block_m);
   CHECK(kernel_shapes("all", false, 64, "bf16", kH100SmemPerBlock, &error).size() == shape_algos().size());
   CHECK(kernel_shapes("all", false, 64, "fp32", kH100SmemPerBlock, &error).size() == 2);  // standard, fa1-minimal
-  CHECK(kernel_shapes("all", true, 64, "bf16", kH100SmemPerBlock, &error).size() == 2);   // fa2's two
+  CHECK(kernel_shapes("all", true, 64, "bf16", kH100SmemPerBlock, &error).size() == 3);   // fa2's two, fa3's
+  CHECK(kernel_shapes("all", true, 64, "bf16", kA100SmemPerBlock, &error).size() == 2);   // fa3's is over 163 KiB
+  CHECK(kernel_shapes("all", true, 256, "bf16", kH100SmemPerBlock, &error).size() == 2);  // fa3's stops at d = 128
 
   struct Refusal {
     std::string algo;
@@ -103,7 +115,7 @@ TEST_CASE("shapes: the lookup by name lists a pass's kernels and says why it ref
       {"fa2", false, 64, "fp32", kH100SmemPerBlock, "not fp32"},
       {"fa2", false, 64, "fp8", kH100SmemPerBlock, "unknown dtype 'fp8'"},
       {"fa1-minimal", true, 64, "fp32", kH100SmemPerBlock, "no backward"},
-      {"fa3", true, 64, "bf16", kH100SmemPerBlock, "no backward kernel yet"},
+      {"fa3", true, 256, "bf16", kH100SmemPerBlock, "not written yet"},
       {"fa2", true, 128, "bf16", kL4SmemPerBlock, "bytes of shared memory per block"},
       {"all", false, 300, "bf16", kH100SmemPerBlock, "head dim 300"},
   };

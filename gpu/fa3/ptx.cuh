@@ -54,6 +54,41 @@ __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
+// ---- bulk copies without a tensor map (PTX ISA "cp.async.bulk", "cp.reduce.async.bulk"): `bytes` (a
+// multiple of 16, both addresses 16-byte aligned) of contiguous memory. The load completes its bytes on
+// `bar`, as a tensor copy does. The reduction adds fp32 shared memory into global memory element by
+// element (atomically with respect to other reductions) and belongs to this thread's bulk group:
+// bulk_commit closes the group, bulk_wait_read<N> returns once at most N groups may still read their
+// shared memory (it may be written again), bulk_wait<N> once at most N are still in flight at all.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
+__device__ __forceinline__ void bulk_reduce_add(float* dst, const float* src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+                   reinterpret_cast<uint64_t>(dst)),
+               "r"(smem_u32(src)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// ---- proxy fences (PTX ISA "membar / fence"): shared memory this thread wrote with ordinary stores
+// becomes visible to the async proxy (wgmma operands, bulk copies out of shared memory) once it has
+// fenced and the readers have met it at a barrier; the global variant orders this thread's global
+// accesses with the async proxy's (a bulk reduction's writes and the flag that says they are done).
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+
 // ---- warpgroup MMA (PTX ISA "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions").
 // wgmma_fence orders this warpgroup's register and shared-memory writes before the wgmmas that read
 // them; commit closes a group of issued wgmmas; wait<N> blocks until at most N groups are in flight.

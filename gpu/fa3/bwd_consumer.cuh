@@ -1,0 +1,187 @@
+// fa3 backward's consumers: two warpgroups of 64 keys each of the CTA's K/V block run the five GEMMs of
+// every step with wgmma, the probabilities and their gradients in registers, and hold dK and dV to the end.
+//
+// A step (Q block i of kBr rows, query head h), for consumer w and its keys K_w, V_w:
+//   S^T = K_w Q_i^T, dP^T = V_w dO_i^T       wgmma, both operands K-major from shared memory (64 x kBr)
+//   P^T = exp2(S^T scale log2e - LSE2), dS^T = P^T o (dP^T - D)   in registers (prob_grad.cuh; the
+//                                          columns are query rows, their LSE2 and D read from the stage)
+//   dV_w += P^T dO_i, dK_w += dS^T Q_i     wgmma, P^T and dS^T from registers (the accumulators are
+//                                          the A operand's layout), dO_i and Q_i read N-major
+//   dS^T -> shared memory                  in the 128-byte swizzle, keys as rows
+//   dQ_i (+)= dS K_j                       wgmma, dS^T and K both read MN-major, after both consumers'
+//                                          dS^T are in (named barrier kDsFull); each consumer a 64 x 64
+//                                          block of the step's dQ (BwdShape::kDqByRows)
+//   dQ -> shared memory -> the dQ writer   (bwd_dq_writer.cuh)
+#pragma once
+#include "../mma.cuh"
+#include "../prob_grad.cuh"
+#include "bwd_dq_writer.cuh"
+#include "wgmma_ops.cuh"
+
+namespace flashlab::gpu::fa3 {
+
+// A float4 of a consumer thread's dQ accumulator in the step's dQ block (shared memory and scratch alike):
+// accumulator block jj (8 columns) of consumer thread c (0..255) at float4 jj * 256 + c, so that a warp's
+// stores are 512 contiguous bytes. The convert kernel reads it back (dq_element).
+__host__ __device__ constexpr int dq_float4(int jj, int consumer_thread) { return jj * 256 + consumer_thread; }
+
+template <class S, typename T, bool kSoftcap>
+__device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Sequence& seq,
+                            const BwdWalk<S::kBr, S::kBc>& walk, int j, int g, int b, int w) {
+  constexpr int D = S::D, kBr = S::kBr, kBc = S::kBc;
+  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, gr = lane / 4, tc = (lane % 4) * 2;
+  const int key0 = j * kBc;
+  // This thread's two keys (rows of S^T), local to the CTA's block: accumulator halves r = 0, 1.
+  const int my_key = w * 64 + warp * 16 + gr;
+
+  float acc_dv[D / 8][4], acc_dk[D / 8][4];
+  mma::zero(acc_dv);
+  mma::zero(acc_dk);
+  // The band of visible (query row, key) pairs, key - row in [band_lo, band_hi] (mask.cuh's rule), and
+  // keys below sk: a step's block needs the element mask unless every pair is inside.
+  const int band_lo = p.window_left < 0 ? -(1 << 30) : seq.sk - seq.sq - p.window_left;
+  const int band_hi = p.window_right < 0 ? (1 << 30) : seq.sk - seq.sq + p.window_right;
+  const bool keys_past_end = key0 + kBc > seq.sk;
+
+  if (walk.steps > 0) mbar_wait(&sm.kv_full, 0);
+  for (int t = 0; t < walk.steps; ++t) {
+    const int st = t % S::kStages, row0 = walk.block(t) * kBr;
+    mbar_wait(&sm.full[st], (t / S::kStages) & 1);
+
+    // S^T and dP^T: D / 16 steps of 16 along the head dim, A = this consumer's 64 keys, B = the Q block.
+    float acc_s[kBr / 8][4], acc_dp[kBr / 8][4];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t off = (kk % 4) * 32;  // bytes into the 128-byte swizzled row
+      const uint64_t a = sw128_desc(smem_u32(&sm.k[kk / 4][w * 64][0]) + off, 16, 1024);
+      const uint64_t bq = sw128_desc(smem_u32(&sm.q[st][kk / 4][0][0]) + off, 16, 1024);
+      mma_ss<kBr, T>(acc_s, a, bq, kk > 0);
+    }
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t off = (kk % 4) * 32;
+      const uint64_t a = sw128_desc(smem_u32(&sm.v[kk / 4][w * 64][0]) + off, 16, 1024);
+      const uint64_t bo = sw128_desc(smem_u32(&sm.d_o[st][kk / 4][0][0]) + off, 16, 1024);
+      mma_ss<kBr, T>(acc_dp, a, bo, kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(acc_s);
+    fence_regs(acc_dp);
+
+    // P^T and dS^T in place; element (n, e): key my_key + 8 (e / 2), query row row0 + 8 n + tc + (e & 1).
+#pragma unroll
+    for (int n = 0; n < kBr / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n * 8 + tc + (e & 1);
+        prob_grad<kSoftcap>(acc_s[n][e], acc_dp[n][e], sm.lse2[st][col], sm.dsum[st][col], p);
+      }
+    // Rows past sq need no mask (their LSE2 is +inf); pairs outside the band and keys past sk do.
+    const int last_row = min(row0 + kBr, seq.sq) - 1;
+    if (keys_past_end || key0 - last_row < band_lo || key0 + kBc - 1 - row0 > band_hi) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int key = key0 + my_key + 8 * r;
+        const int above = key < seq.sk ? key - (row0 + tc) - band_lo : -(1 << 30);  // masked iff above < c
+        const int below = key - (row0 + tc) - band_hi;                                 // masked iff below > c
+#pragma unroll
+        for (int n = 0; n < kBr / 8; ++n)
+#pragma unroll
+          for (int e = 2 * r; e < 2 * r + 2; ++e) {
+            const int c = n * 8 + (e & 1);
+            if (above < c || below > c) acc_s[n][e] = acc_dp[n][e] = 0.f;
+          }
+      }
+    }
+
+    // P^T and dS^T as A operands (16 query rows a k-step), dS^T into shared memory.
+    uint32_t pa[kBr / 16][4], dsa[kBr / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kBr / 16; ++kk) {
+      mma::c_to_a<T>(pa[kk], acc_s[2 * kk], acc_s[2 * kk + 1]);
+      mma::c_to_a<T>(dsa[kk], acc_dp[2 * kk], acc_dp[2 * kk + 1]);
+    }
+    {
+      // Row `key` of dS^T, query columns 8 n + tc, + 1: 16-byte unit n % 8 of 64-query block n / 8, swizzled
+      // by the row (the copy engine's 128-byte pattern, which the dQ wgmma reads).
+      unsigned char* base = reinterpret_cast<unsigned char*>(&sm.ds[t & 1][0][0][0]);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int key = my_key + 8 * r;
+#pragma unroll
+        for (int n = 0; n < kBr / 8; ++n) {
+          const int at = ((n / 8) * kBc + key) * 128 + (((n % 8) ^ (key % 8)) * 16) + tc * 2;
+          *reinterpret_cast<uint32_t*>(base + at) = dsa[n / 2][2 * (n % 2) + r];  // c_to_a's packing
+        }
+      }
+      fence_async_shared();  // visible to the wgmma (the async proxy) once both consumers meet at kDsFull
+    }
+
+    // dV += P^T dO, dK += dS^T Q: kBr / 16 steps of 16 query rows, B read N-major.
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBr / 16; ++kk) {
+      const uint64_t bo = sw128_desc(smem_u32(&sm.d_o[st][0][kk * 16][0]), kBr * 128, 1024);
+      mma_rs_bt<D, T>(acc_dv, pa[kk], bo, 1);
+    }
+#pragma unroll
+    for (int kk = 0; kk < kBr / 16; ++kk) {
+      const uint64_t bq = sw128_desc(smem_u32(&sm.q[st][0][kk * 16][0]), kBr * 128, 1024);
+      mma_rs_bt<D, T>(acc_dk, dsa[kk], bq, 1);
+    }
+    wgmma_commit();
+
+    // dQ's 64 x 64 block of this consumer: A = dS (rows: its 64 query rows), B = K (its 64 columns), both
+    // read MN-major over the block's 128 keys.
+    named_sync(kDsFull, 256);
+    float acc_dq[8][4];
+    {
+      const int qa = S::kDqByRows ? w : 0, kb = S::kDqByRows ? 0 : w;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBc / 16; ++kk) {
+        const uint64_t a = sw128_desc(smem_u32(&sm.ds[t & 1][qa][kk * 16][0]), kBc * 128, 1024);
+        const uint64_t bk = sw128_desc(smem_u32(&sm.k[kb][kk * 16][0]), kBc * 128, 1024);
+        mma_ss_tt<64, T>(acc_dq, a, bk, kk > 0);
+      }
+      wgmma_commit();
+    }
+    wgmma_wait<0>();
+    fence_regs(acc_dv);
+    fence_regs(acc_dk);
+    fence_regs(acc_dq);
+    if (t + S::kStages < walk.steps) named_arrive(kStageEmpty + st, kStageThreads);  // done with Q, dO, LSE2, D
+
+    // The step's dQ to the writer.
+    named_sync(kDqEmpty, kDqThreads);
+    const int c = w * 128 + threadIdx.x % 128;
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj)
+      reinterpret_cast<float4*>(sm.dq)[dq_float4(jj, c)] =
+          make_float4(acc_dq[jj][0], acc_dq[jj][1], acc_dq[jj][2], acc_dq[jj][3]);
+    fence_async_shared();
+    named_arrive(kDqFull, kDqThreads);
+  }
+
+  // Epilogue: dK_j (times the scale prob_grad left out) and dV_j, zero for keys no query row sees.
+  T* dk = static_cast<T*>(p.dk) + seq.k_base + int64_t(g) * p.k_head_stride;
+  T* dv = static_cast<T*>(p.dv) + seq.v_base + int64_t(g) * p.v_head_stride;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key0 + my_key + 8 * r;
+    if (key >= seq.sk) continue;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      const int col = n * 8 + tc;
+      if (col >= p.head_dim) break;
+      *reinterpret_cast<uint32_t*>(dk + int64_t(key) * p.k_row_stride + col) =
+          mma::pack2<T>(acc_dk[n][2 * r] * p.scale, acc_dk[n][2 * r + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dv + int64_t(key) * p.v_row_stride + col) =
+          mma::pack2<T>(acc_dv[n][2 * r], acc_dv[n][2 * r + 1]);
+    }
+  }
+}
+
+}  // namespace flashlab::gpu::fa3

@@ -1,0 +1,98 @@
+// fa3's backward: its tile shape, its shared memory, its scratch in global memory and the walk of Q
+// blocks a CTA makes: what the producer, the consumers and the dQ writer agree on.
+#pragma once
+#include <cstdint>
+
+#include "../params.hpp"
+#include "../sequence.cuh"
+#include "ptx.cuh"
+
+namespace flashlab::gpu::fa3 {
+
+// D the (padded) head dim, kBr query rows a step, kBc = 128 keys a CTA: two consumer warpgroups of 64 keys.
+template <int D_, int kBr_>
+struct BwdShape {
+  static constexpr int D = D_, kBr = kBr_, kBc = 128, kStages = 2;
+  static constexpr int kConsumers = 2, kThreads = 128 * (kConsumers + 1);
+  static constexpr int kChunks = D / 64;  // 64-column (128-byte) blocks of a row of Q, dO, K, V
+  static constexpr int kQChunks = kBr / 64;  // 64-query blocks of a row of dS^T
+  // A step's dQ (kBr x D) is split between the consumers so that each computes a 64 x 64 block with one
+  // wgmma column: by rows where kBr = 128 (consumer w takes rows 64 w..), by columns where kBr = 64.
+  static constexpr bool kDqByRows = kBr == 128;
+  static_assert(kBr * D == 64 * 64 * kConsumers, "each consumer's share of dQ is 64 x 64");
+  static constexpr int kDqFloats = kBr * D;  // a step's dQ, in the consumers' accumulator order (below)
+  // Registers after the split, as the forward's (smem.cuh Shape): they must add up to the launch's.
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = (kLaunchRegs * kThreads - 128 * kProducerRegs) / (128 * kConsumers);
+  static_assert(kConsumerRegs % 8 == 0 && 128 * kProducerRegs + 128 * kConsumers * kConsumerRegs ==
+                                              kLaunchRegs * kThreads,
+                "setmaxnreg must move registers, not add them");
+};
+
+// Every tile as 64-column blocks of 128-byte rows in the copy engine's 128-byte swizzle (each block
+// 1024-byte aligned). dS^T is written by the consumers in the same swizzle (keys are its rows), so that
+// it is the dQ GEMM's A operand read M-major.
+template <class S, typename T>
+struct BwdSmem {
+  T k[S::kChunks][S::kBc][64];
+  T v[S::kChunks][S::kBc][64];
+  T q[S::kStages][S::kChunks][S::kBr][64];
+  T d_o[S::kStages][S::kChunks][S::kBr][64];
+  T ds[2][S::kQChunks][S::kBc][64];  // dS^T of steps t even / odd
+  float dq[S::kDqFloats];            // a step's dQ, for the bulk reduction into the scratch
+  float lse2[S::kStages][S::kBr], dsum[S::kStages][S::kBr];
+  uint64_t kv_full, full[S::kStages];  // the copies have landed (a stage is freed by a named barrier)
+};
+
+// Named barriers (bar.sync / bar.arrive ids; 0 is __syncthreads'): the consumers' dS^T of a step all in
+// (bwd_consumer.cuh), the hand-over of a step's dQ (bwd_dq_writer.cuh), and stage s free again: the
+// consumers (256 threads) arrive once they are done with it and the producer's warp (32) syncs before
+// refilling it. (A barrier rather than an mbarrier: the consumers read LSE2 and D with ordinary loads, and
+// the sanitizer's race check follows bar.sync, not an mbarrier's arrive.)
+constexpr int kDsFull = 1, kDqFull = 2, kDqEmpty = 3, kStageEmpty = 4;  // kStageEmpty + s, s < kStages
+constexpr int kDqThreads = 256 + 32, kStageThreads = 256 + 32;
+
+// The scratch (fa3_backward_scratch_bytes): per query head, each batch entry's rows padded to whole Q
+// blocks of kBr, entry b's first block at block_start(b):
+//   lse2, dsum  kBr floats a block: LSE in log2 units and D = rowsum(dO o O); rows past the entry's end
+//               LSE2 = +inf, D = 0, so that their P and dS are 0 with no mask
+//   dq_accum    kBr x D floats a block, in the consumers' accumulator order (dq_index), the bulk
+//               reductions' target; the convert kernel writes dq from it
+//   sem         (deterministic only) an int a block: how many K/V blocks have added their dQ so far
+// A varlen entry's first block is cu_seqlens_q[b] / kBr + b: at least one block past the previous entry's
+// last, whatever the lengths.
+struct BwdScratch {
+  float* lse2 = nullptr;
+  float* dsum = nullptr;
+  float* dq_accum = nullptr;
+  int* sem = nullptr;
+  int64_t blocks = 0;  // padded Q blocks a query head
+};
+__host__ __device__ inline int64_t padded_q_blocks(const AttentionParams& p, int br) {
+  return p.cu_seqlens_q ? int64_t(p.total_q) / br + p.batch : int64_t(p.batch) * ((p.seqlen_q + br - 1) / br);
+}
+template <int kBr>
+__device__ inline int64_t block_start(const AttentionParams& p, int b) {
+  return p.cu_seqlens_q ? int64_t(p.cu_seqlens_q[b]) / kBr + b : int64_t(b) * ((p.seqlen_q + kBr - 1) / kBr);
+}
+
+// The Q blocks a CTA (K/V block j of kv head g, batch entry b) walks: every query head of g's group,
+// and for each the Q blocks [i_begin, i_end) whose rows see any of the block's keys (sequence.cuh
+// rows_seeing), step t at head g group + t / n, Q block i_begin + t % n.
+template <int kBr, int kBc>
+struct BwdWalk {
+  int i_begin = 0, n = 0, head0 = 0, steps = 0;
+  __device__ BwdWalk(const AttentionParams& p, const Sequence& s, int j, int g) {
+    const int group = p.heads_q / p.heads_kv, key0 = j * kBc;
+    const RowRange rows = rows_seeing(key0, min(key0 + kBc, s.sk), s.sq, s.sk, p.window_left, p.window_right);
+    i_begin = rows.lo / kBr;
+    n = rows.hi > rows.lo ? (rows.hi + kBr - 1) / kBr - i_begin : 0;
+    head0 = g * group;
+    steps = group * n;
+  }
+  __device__ int head(int t) const { return head0 + t / n; }
+  __device__ int block(int t) const { return i_begin + t % n; }
+};
+
+}  // namespace flashlab::gpu::fa3

@@ -1,0 +1,241 @@
+// fa3: a FlashAttention-3-style backward for Hopper (sm_90a), bf16 / fp16 in, fp32 accumulate; causal and
+// sliding-window masks (bottom-right) with tile skipping, softcap, GQA/MQA (dK and dV summed over a kv
+// head's query heads inside the CTA), seqlen_q != seqlen_k, varlen. Head dims up to 128 (multiples of 8,
+// zero-padded to 64 or 128 by the copy engine). dQ by bulk reductions (cp.reduce.async.bulk) into an fp32
+// scratch, or, deterministic, the same reductions in a fixed order of the K/V blocks. Mask functions,
+// ALiBi and dropout are fa2's backward's only.
+//
+// Three kernels, in launch order, by role:
+//   preprocess  a CTA a Q block of (head, entry): D = rowsum(dO o O) and LSE2 = LSE log2 e into the padded
+//               scratch (bwd_smem.cuh BwdScratch; rows past the entry's end LSE2 = +inf, D = 0), the
+//               block's dQ scratch and semaphore zeroed.
+//   main        one CTA a (K/V block of 128 keys, kv head, batch entry); a producer and two consumer
+//               warpgroups (setmaxnreg 24 / 240):
+//     scheduler   the grid itself, and bwd_smem.cuh BwdWalk: the Q blocks whose rows see the CTA's keys
+//                 (rows_seeing: causal and window blocks skipped), for each query head of the group.
+//     producer    bwd_producer.cuh, warpgroup 0's first warp (one lane issues): K_j and V_j once, then Q_i,
+//                 dO_i (TMA) and the rows' LSE2 and D (bulk copies) through two stages.
+//     consumers   bwd_consumer.cuh: S^T, dP^T, dV, dK and dQ by wgmma (64 keys each), P^T and dS^T in
+//                 registers; dK and dV in registers to the end (the epilogue scales dK and stores both).
+//     dQ writer   bwd_dq_writer.cuh, warpgroup 0's second warp: each step's dQ from shared memory into the
+//                 scratch by one bulk reduction (deterministic: after the K/V blocks before it).
+//   convert     a CTA a Q block: the scratch's dQ (the consumers' accumulator order) times the scale -> dq.
+//
+// Tile shape: shapes.hpp's fa3_backward_shape (`flashlab shapes --algo fa3 --pass bwd`).
+//
+// Version index (bench/gpu_compare.py --backward; H100, fp32 accumulation; full entries in gpu/HISTORY.md):
+//   v1  the structure above, no overlap between a step's GEMMs and its softmax, one CTA a K/V block (not
+//       persistent). Timings: gpu/HISTORY.md.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "../cuda_check.hpp"
+#include "../kernels.hpp"
+#include "../shapes.hpp"
+#include "bwd_consumer.cuh"
+#include "bwd_producer.cuh"
+#include "tensor_maps.hpp"
+
+namespace flashlab::gpu {
+namespace {
+
+using namespace fa3;
+
+BwdScratch scratch_of(const BackwardParams& p, int br, int d) {
+  BwdScratch sc;
+  sc.blocks = padded_q_blocks(p, br);
+  const int64_t rows = int64_t(p.heads_q) * sc.blocks * br;
+  float* base = static_cast<float*>(p.scratch);
+  sc.lse2 = base;
+  sc.dsum = base + rows;
+  sc.dq_accum = base + 2 * rows;
+  sc.sem = p.deterministic ? reinterpret_cast<int*>(base + 2 * rows + rows * d) : nullptr;
+  return sc;
+}
+
+// ---- 1. preprocess: a CTA of 256 threads a Q block; each thread takes 8 columns of a row (16-byte loads),
+// D / 8 threads a row.
+template <class S, typename T>
+__global__ void __launch_bounds__(256) bwd_preprocess_kernel(const BackwardParams p, const BwdScratch sc) {
+  constexpr int D = S::D, kBr = S::kBr, kLanes = D / 8, kRows = 256 / kLanes;
+  const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const Sequence s = sequence_of(p, b);
+  if (i * kBr >= s.sq) return;
+  const int64_t block = int64_t(h) * sc.blocks + block_start<kBr>(p, b) + i;
+  const int c = (threadIdx.x % kLanes) * 8;
+  for (int r = threadIdx.x / kLanes; r < kBr; r += kRows) {
+    const int row = i * kBr + r;
+    const bool in = row < s.sq && c < p.head_dim;
+    float acc = 0.f;
+    if (in) {
+      const int64_t at = s.o_base + int64_t(row) * p.o_row_stride + int64_t(h) * p.o_head_stride + c;
+      const uint4 x = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.o) + at);
+      const uint4 y = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.d_o) + at);
+      const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 a = mma::unpack2<T>(xs[e]), d = mma::unpack2<T>(ys[e]);
+        acc += a.x * d.x + a.y * d.y;
+      }
+    }
+#pragma unroll
+    for (int off = kLanes / 2; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffff, acc, off);  // the row's lanes
+    if (c == 0) {
+      float lse2 = INFINITY;  // rows past the end, and rows that see no key: P = 0
+      if (row < s.sq) {
+        const float lse = p.lse[s.row_array(h, b, p) + row];
+        lse2 = lse == -INFINITY ? INFINITY : lse * mma::kLog2e;
+      }
+      sc.lse2[block * kBr + r] = lse2;
+      sc.dsum[block * kBr + r] = row < s.sq ? acc : 0.f;
+    }
+  }
+  float4* accum = reinterpret_cast<float4*>(sc.dq_accum + block * S::kDqFloats);
+  for (int f = threadIdx.x; f < S::kDqFloats / 4; f += 256) accum[f] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (sc.sem && threadIdx.x == 0) sc.sem[block] = 0;
+}
+
+// ---- 2. dK, dV and dQ's reductions: set up the mbarriers, split the warpgroups into their roles.
+template <class S, typename T, bool kSoftcap, bool kDeterministic>
+__global__ void __launch_bounds__(S::kThreads, 1)
+    fa3_backward_kernel(const __grid_constant__ BackwardParams p, const __grid_constant__ CUtensorMap map_q,
+                        const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
+                        const __grid_constant__ CUtensorMap map_do, const BwdScratch sc) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // sm_90a only: other targets compile an empty kernel, never launched
+  extern __shared__ unsigned char smem_raw[];
+  auto& sm = *reinterpret_cast<BwdSmem<S, T>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const int j = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+  const Sequence seq = sequence_of(p, b);
+  if (j * S::kBc >= seq.sk) return;  // varlen: a K/V block past this entry's keys (the whole CTA leaves)
+  const BwdWalk<S::kBr, S::kBc> walk(p, seq, j, g);
+  const int wg = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    tma_prefetch_map(&map_q);
+    tma_prefetch_map(&map_k);
+    tma_prefetch_map(&map_v);
+    tma_prefetch_map(&map_do);
+    mbar_init(&sm.kv_full, 1);
+    for (int st = 0; st < S::kStages; ++st) mbar_init(&sm.full[st], 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    regs_dealloc<S::kProducerRegs>();
+    const int warp = threadIdx.x / 32;
+    if (warp == 0) produce_bwd<S, T>(sm, p, sc, seq, walk, j, g, b, &map_q, &map_k, &map_v, &map_do);
+    else if (warp == 1) write_dq<S, T, kDeterministic>(sm, p, sc, seq, walk, j, b);
+  } else {
+    regs_alloc<S::kConsumerRegs>();
+    consume_bwd<S, T, kSoftcap>(sm, p, seq, walk, j, g, b, wg - 1);
+  }
+#endif
+}
+
+// ---- 3. dq = scale x the scratch's dQ, a CTA of 256 threads a Q block. Float4 f of a block holds
+// accumulator block jj = f / 256 of consumer thread c = f % 256 (bwd_consumer.cuh dq_float4): rows
+// 16 warp + gr (+ 8), columns 8 jj + tc (+ 1) of consumer w's 64 x 64 share.
+template <class S, typename T>
+__global__ void __launch_bounds__(256) bwd_convert_kernel(const BackwardParams p, const BwdScratch sc) {
+  constexpr int kBr = S::kBr;
+  const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const Sequence s = sequence_of(p, b);
+  if (i * kBr >= s.sq) return;
+  const float4* accum =
+      reinterpret_cast<const float4*>(sc.dq_accum + (int64_t(h) * sc.blocks + block_start<kBr>(p, b) + i) * S::kDqFloats);
+  T* dq = static_cast<T*>(p.dq) + s.q_base + int64_t(h) * p.q_head_stride;
+  for (int f = threadIdx.x; f < S::kDqFloats / 4; f += 256) {
+    const int jj = f / 256, c = f % 256, w = c / 128, warp = (c / 32) % 4, lane = c % 32;
+    const int row = i * kBr + (S::kDqByRows ? 64 * w : 0) + warp * 16 + lane / 4;
+    const int col = (S::kDqByRows ? 0 : 64 * w) + jj * 8 + (lane % 4) * 2;
+    const float4 v = accum[f];
+    if (col >= p.head_dim) continue;  // a padded head dim's columns
+    if (row < s.sq)
+      *reinterpret_cast<uint32_t*>(dq + int64_t(row) * p.q_row_stride + col) = mma::pack2<T>(v.x * p.scale, v.y * p.scale);
+    if (row + 8 < s.sq)
+      *reinterpret_cast<uint32_t*>(dq + int64_t(row + 8) * p.q_row_stride + col) =
+          mma::pack2<T>(v.z * p.scale, v.w * p.scale);
+  }
+}
+
+// ---- launch
+template <int D, typename T>
+void launch(const BackwardParams& p, cudaStream_t stream) {
+  constexpr TileShape shape = fa3_backward_shape(D);
+  using S = BwdShape<D, shape.block_m>;
+  static_assert(shape.head_dim == D && shape.block_n == S::kBc && shape.threads == S::kThreads &&
+                    shape.stages == S::kStages,
+                "fa3_backward_shape(D) must be a shape of this file's kernel");
+  static_assert(sizeof(BwdSmem<S, __nv_bfloat16>) + 1024 <= size_t(shape.smem_bytes),
+                "shapes.hpp's shared memory must cover the kernel's (with its 1024-byte alignment)");
+  constexpr size_t smem = shape.smem_bytes;
+  const BwdScratch sc = scratch_of(p, S::kBr, D);
+  const dim3 q_blocks((p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch);
+  bwd_preprocess_kernel<S, T><<<q_blocks, 256, 0, stream>>>(p, sc);
+  FLASHLAB_CUDA_LAUNCHED();
+
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  const int64_t q_rows = varlen ? p.total_q : int64_t(p.batch) * p.seqlen_q;
+  const int64_t k_rows = varlen ? p.total_k : int64_t(p.batch) * p.seqlen_k;
+  const CUtensorMap map_q = rows_heads_map(p.q, q_rows, p.heads_q, p.head_dim, p.q_row_stride, p.q_head_stride, S::kBr);
+  const CUtensorMap map_do =
+      rows_heads_map(p.d_o, q_rows, p.heads_q, p.head_dim, p.o_row_stride, p.o_head_stride, S::kBr);
+  const CUtensorMap map_k = rows_heads_map(p.k, k_rows, p.heads_kv, p.head_dim, p.k_row_stride, p.k_head_stride, S::kBc);
+  const CUtensorMap map_v = rows_heads_map(p.v, k_rows, p.heads_kv, p.head_dim, p.v_row_stride, p.v_head_stride, S::kBc);
+  const auto pick = [&](auto cap) {
+    return p.deterministic ? &fa3_backward_kernel<S, T, decltype(cap)::value, true>
+                           : &fa3_backward_kernel<S, T, decltype(cap)::value, false>;
+  };
+  const auto kernel = p.softcap > 0.f ? pick(std::true_type{}) : pick(std::false_type{});
+  FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const dim3 grid((p.seqlen_k + S::kBc - 1) / S::kBc, p.heads_kv, p.batch);
+  kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, map_do, sc);
+  FLASHLAB_CUDA_LAUNCHED();
+
+  bwd_convert_kernel<S, T><<<q_blocks, 256, 0, stream>>>(p, sc);
+  FLASHLAB_CUDA_LAUNCHED();
+}
+
+template <typename T>
+void dispatch_dim(const BackwardParams& p, cudaStream_t stream) {
+  switch (fa3_padded_head_dim(p.head_dim)) {
+    case 64: return launch<64, T>(p, stream);
+    case 128: return launch<128, T>(p, stream);
+  }
+  throw Error("fa3 backward: head_dim " + std::to_string(p.head_dim) + " is not supported");
+}
+
+}  // namespace
+
+std::string fa3_backward_unsupported(const BackwardParams& p) {
+  if (const std::string why = fa3_forward_unsupported(p); !why.empty()) return why;
+  if (!fa3_backward_shape(p.head_dim).supported())
+    return "head_dim " + std::to_string(p.head_dim) + " (the fa3 backward takes multiples of 8 up to 128)";
+  if (p.features() != Features::none) return "mask functions, ALiBi and dropout (fa2's backward has them)";
+  if (p.o_batch_stride != int64_t(p.seqlen_q) * p.o_row_stride && !p.cu_seqlens_q)
+    return "an O / dO batch stride other than seqlen x row stride (fa3 folds batch and sequence into rows)";
+  return "";
+}
+
+size_t fa3_backward_scratch_bytes(const BackwardParams& p) {
+  const TileShape s = fa3_backward_shape(p.head_dim);
+  if (!s.supported()) return 0;
+  const int64_t blocks = padded_q_blocks(p, s.block_m) * p.heads_q;
+  const int64_t floats = blocks * s.block_m * (2 + s.head_dim);
+  return size_t(floats) * sizeof(float) + (p.deterministic ? size_t(blocks) * sizeof(int) : 0);
+}
+
+void fa3_backward(const BackwardParams& p, cudaStream_t stream) {
+  const std::string why = fa3_backward_unsupported(p);
+  if (!why.empty()) throw Error("fa3 backward: unsupported: " + why);
+  if (!p.d_o || !p.dq || !p.dk || !p.dv || !p.o || !p.lse || !p.scratch)
+    throw Error("fa3 backward: o, lse, d_o, dq, dk, dv and scratch must all be set");
+  if (p.dtype == Dtype::bf16) dispatch_dim<__nv_bfloat16>(p, stream);
+  else dispatch_dim<__half>(p, stream);
+}
+
+}  // namespace flashlab::gpu
