@@ -51,14 +51,23 @@ TEST_CASE("GPU fa2 and fa3: the deterministic backward gives the same bits every
     CHECK(bit_equal(det1.dk, det2.dk));
     CHECK(bit_equal(det1.dv, det2.dv));
     const gpu::HostBackward atomic = gpu::run_backward(kernel, p, in.q, in.k, in.v, f.o, f.lse, in.d_o, false);
-    CHECK(bit_equal(atomic.dk, det1.dk));  // the same kernel computes dK and dV either way
-    CHECK(bit_equal(atomic.dv, det1.dv));
-    double worst = 0, scale = 0;
-    for (size_t i = 0; i < det1.dq.data.size(); ++i) {
-      worst = std::max(worst, double(std::abs(atomic.dq.data[i] - det1.dq.data[i])));
-      scale = std::max(scale, double(std::abs(det1.dq.data[i])));
+    // Summation order and one bf16 rounding apart.
+    auto close = [](const Tensor& a, const Tensor& b) {
+      double worst = 0, scale = 0;
+      for (size_t i = 0; i < b.data.size(); ++i) {
+        worst = std::max(worst, double(std::abs(a.data[i] - b.data[i])));
+        scale = std::max(scale, double(std::abs(b.data[i])));
+      }
+      return worst <= 0.02 * scale;
+    };
+    CHECK(close(atomic.dq, det1.dq));
+    if (std::string(kernel) == "fa2") {  // the same kernel computes dK and dV either way
+      CHECK(bit_equal(atomic.dk, det1.dk));
+      CHECK(bit_equal(atomic.dv, det1.dv));
+    } else {  // fa3's deterministic walk takes the Q blocks from the last: dK and dV summed in another order
+      CHECK(close(atomic.dk, det1.dk));
+      CHECK(close(atomic.dv, det1.dv));
     }
-    CHECK(worst <= 0.02 * scale);  // summation order and one bf16 rounding apart
   }
 }
 

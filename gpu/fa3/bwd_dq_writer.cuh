@@ -13,7 +13,12 @@ namespace flashlab::gpu::fa3 {
 // Deterministic: the K/V blocks that see Q block i add into it one at a time, in the order of j (a CTA
 // waits, before its reduction, until the semaphore of (head, Q block) counts the blocks before it, and
 // raises it once its reduction has landed), so every element of dQ is summed in one order. CTAs wait
-// only on CTAs of lower j of the same head and entry, launched before them: no cycle.
+// only on CTAs of lower j of the same head and entry, launched before them: no cycle. Every CTA walks
+// its Q blocks from the last (BwdWalk), so that under a causal mask or a window, where K/V block j's
+// walk starts further down than j - 1's, all reach a Q block at the same step and each waits only for
+// its predecessor's reduction (walking from the first, CTA j would sit out the steps j - 1 takes to get
+// there, and hold its SM until the first CTA of its head ends: 0.69-0.74x of the atomic backward, H100,
+// d = 128 causal).
 __device__ __forceinline__ int load_acquire(const int* p) {
   int v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
@@ -36,7 +41,7 @@ __device__ void write_dq(BwdSmem<S, T>& sm, const BackwardParams& p, const BwdSc
     named_sync(kDqFull, kDqThreads);
     if (leader) {
       if constexpr (kDeterministic) {
-        // This K/V block's place among those Q block i sees: the forward's key_blocks of that block.
+        // This K/V block's place among those Q block i sees (the forward's key_blocks of that block).
         const int rank = j - key_blocks<kBr, kBc>(i * kBr, seq.sq, seq.sk, p.window_left, p.window_right).begin;
         while (load_acquire(sc.sem + block) != rank) {
         }

@@ -78,21 +78,24 @@ __device__ inline int64_t block_start(const AttentionParams& p, int b) {
 }
 
 // The Q blocks a CTA (K/V block j of kv head g, batch entry b) walks: every query head of g's group,
-// and for each the Q blocks [i_begin, i_end) whose rows see any of the block's keys (sequence.cuh
-// rows_seeing), step t at head g group + t / n, Q block i_begin + t % n.
+// and for each the Q blocks [i_begin, i_begin + n) whose rows see any of the block's keys (sequence.cuh
+// rows_seeing), step t at head g group + t / n, Q block i_begin + t % n; deterministic, from the last
+// (i_begin + n - 1 - t % n: bwd_dq_writer.cuh says why).
 template <int kBr, int kBc>
 struct BwdWalk {
   int i_begin = 0, n = 0, head0 = 0, steps = 0;
-  __device__ BwdWalk(const AttentionParams& p, const Sequence& s, int j, int g) {
+  bool from_last = false;
+  __device__ BwdWalk(const BackwardParams& p, const Sequence& s, int j, int g) {
     const int group = p.heads_q / p.heads_kv, key0 = j * kBc;
     const RowRange rows = rows_seeing(key0, min(key0 + kBc, s.sk), s.sq, s.sk, p.window_left, p.window_right);
     i_begin = rows.lo / kBr;
     n = rows.hi > rows.lo ? (rows.hi + kBr - 1) / kBr - i_begin : 0;
     head0 = g * group;
     steps = group * n;
+    from_last = p.deterministic;
   }
   __device__ int head(int t) const { return head0 + t / n; }
-  __device__ int block(int t) const { return i_begin + t % n; }
+  __device__ int block(int t) const { return from_last ? i_begin + n - 1 - t % n : i_begin + t % n; }
 };
 
 }  // namespace flashlab::gpu::fa3

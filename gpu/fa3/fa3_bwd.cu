@@ -23,9 +23,18 @@
 //
 // Tile shape: shapes.hpp's fa3_backward_shape (`flashlab shapes --algo fa3 --pass bwd`).
 //
-// Version index (bench/gpu_compare.py --backward; H100, fp32 accumulation; full entries in gpu/HISTORY.md):
-//   v1  the structure above, no overlap between a step's GEMMs and its softmax, one CTA a K/V block (not
-//       persistent). Timings: gpu/HISTORY.md.
+// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-23, v1, bf16, batch x seqlen = 16k, heads x d = 2048,
+// forward (fa3) + backward against SDPA's cuDNN backend in the same process, s = 1k / 4k / 16k
+// (bench/results/gpu-h100-2026-11-23-fa3-bwd-v1.csv): d = 64 0.80 / 0.95 / 0.99x (causal 0.79 / 0.88 /
+// 0.91x), d = 128 0.77 / 0.85 / 0.90x (causal 0.74 / 0.82 / 0.90x); against our fa2 1.13-1.53x. The
+// backward alone at s = 16k d = 128: 11.8 ms, 467 TFLOP/s (CUDA events). Deterministic, another process
+// (-v1-deterministic.csv): 0.81-0.98x the atomic one's TFLOP/s. d = 256: not compiled (shapes.hpp).
+//
+// Version index (bench/gpu_compare.py --passes fwd+bwd; H100; full entries in gpu/HISTORY.md):
+//   v1  the structure above, no overlap between a step's GEMMs and its softmax inside a warpgroup, one CTA
+//       a K/V block (not persistent); the figures above. Stages freed by named barriers (an mbarrier
+//       arrive from lane 0 left racecheck reporting the LSE2 / D reads); deterministic walks from the last
+//       Q block (from the first: 0.69-0.74x of atomic under a causal mask).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
