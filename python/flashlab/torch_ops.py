@@ -7,7 +7,8 @@ Each op is opaque to torch.compile: a fake implementation (register_fake) gives 
 torch.compile(fullgraph=True) traces a model through it without a graph break, and register_autograd
 makes bwd the forward's gradient (what loss.backward() runs). CUDA tensors run a GPU kernel on their
 own memory and PyTorch's current stream (impl "fa2" unless told: "fa3", "standard"; the backward is
-always fa2's, the only GPU backward); CPU tensors run a CPU implementation ("tiled-fa2" unless told).
+fa3's after an fa3 forward where it takes the problem, else fa2's); CPU tensors run a CPU implementation
+("tiled-fa2" unless told).
 
 Two registrations of the same two ops (_cpp_ops.py picks one, FLASHLAB_TORCH_OPS overrides):
   C++     csrc/ops.cpp defines them (TORCH_LIBRARY) with their CUDA kernels and fwd's autograd; this module
@@ -176,9 +177,10 @@ def _bwd_fake(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_s
 
 # ---- autograd: the forward's inputs and outputs kept, bwd run on dout
 
-def _backward_impl(impl, on_cuda):
-    if on_cuda:
-        return "fa2"  # fa3 and standard have no backward; fa2's is the GPU backward
+def _backward_impl(impl, on_cuda, head_dim, dropout_p, alibi):
+    if on_cuda:  # fa3's own where its backward takes the problem (head dims up to 128, no ALiBi or dropout)
+        fa3 = impl == "fa3" and head_dim <= 128 and dropout_p == 0 and alibi is None
+        return "fa3" if fa3 else "fa2"  # standard has no backward: fa2's is the GPU backward
     return impl if impl in HOST_BACKWARD else DEFAULT_HOST_IMPL
 
 
@@ -189,7 +191,7 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, alibi)
     ctx.options = (max_q, max_k, dropout_p, scale, causal, wl, wr, softcap)
     ctx.seed, ctx.deterministic = seed, deterministic
-    ctx.impl = _backward_impl(impl, q.is_cuda)
+    ctx.impl = _backward_impl(impl, q.is_cuda, q.shape[-1], dropout_p, alibi)
 
 
 def _backward(ctx, dout, dlse):

@@ -423,10 +423,11 @@ const c10::TypedOperatorHandle<BwdSignature>& bwd_op() {
   return op;
 }
 
-// torch_ops._backward_impl: the GPU backward is always fa2's (fa3 and standard have none); on the CPU the
-// forward's implementation when it has a backward, else tiled-fa2.
-std::string backward_impl(const std::string& impl, bool on_cuda) {
-  if (on_cuda) return "fa2";
+// torch_ops._backward_impl: on the GPU fa3's where its backward takes the problem (head dims up to 128, no
+// ALiBi or dropout), else fa2's (standard has none); on the CPU the forward's implementation when it has a
+// backward, else tiled-fa2.
+std::string backward_impl(const std::string& impl, bool on_cuda, int64_t head_dim, double dropout_p, bool alibi) {
+  if (on_cuda) return impl == "fa3" && head_dim <= 128 && dropout_p == 0 && !alibi ? "fa3" : "fa2";
   for (const char* name : {"reference", "tiled-fa1", "tiled-fa2", "gpu-fa2", "gpu-fa2-deterministic"})
     if (impl == name) return impl;
   return "tiled-fa2";
@@ -457,7 +458,8 @@ struct Attention : public torch::autograd::Function<Attention> {
     ctx->saved_data["softcap"] = softcap;
     ctx->saved_data["seed"] = std::move(seed);
     ctx->saved_data["deterministic"] = deterministic;
-    ctx->saved_data["impl"] = backward_impl(std::string(impl.data(), impl.size()), q.is_cuda());
+    ctx->saved_data["impl"] =
+        backward_impl(std::string(impl.data(), impl.size()), q.is_cuda(), q.size(-1), dropout_p, alibi.has_value());
     return {out, lse};
   }
 
