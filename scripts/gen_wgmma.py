@@ -18,15 +18,22 @@ def accumulators(n):
     return regs, ops
 
 
-def ss(n, ptx_type, cpp_type):
+def ss(n, ptx_type, cpp_type, transposed=False):
+    """mma_ss (both operands K-major) or, transposed, mma_ss_tt (both MN-major)."""
     regs, ops = accumulators(n)
     a, b, s = n // 2, n // 2 + 1, n // 2 + 2
-    return f"""// D[64 x {n}] (+)= A[64 x 16] B[16 x {n}], A and B from shared memory (descriptors), both K-major.
+    if transposed:
+        name, tnsp = "mma_ss_tt", "1, 1"
+        what = f"""both stored MN-major
+// (transposed: each row of A's K dimension is 64 contiguous elements of M, each of B's {n} of N)."""
+    else:
+        name, tnsp, what = "mma_ss", "0, 0", "both K-major."
+    return f"""// D[64 x {n}] (+)= A[64 x 16] B[16 x {n}], A and B from shared memory (descriptors), {what}
 template <>
-__device__ __forceinline__ void mma_ss<{n}, {cpp_type}>(float (&d)[{n // 8}][4], uint64_t a, uint64_t b, int accumulate) {{
+__device__ __forceinline__ void {name}<{n}, {cpp_type}>(float (&d)[{n // 8}][4], uint64_t a, uint64_t b, int accumulate) {{
   asm volatile(
       "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s}, 0;\\n"
-      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} {{{regs}}}, %{a}, %{b}, p, 1, 1, 0, 0;\\n}}\\n"
+      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} {{{regs}}}, %{a}, %{b}, p, 1, 1, {tnsp};\\n}}\\n"
       : {ops}
       : "l"(a), "l"(b), "r"(accumulate));
 }}
@@ -45,22 +52,6 @@ __device__ __forceinline__ void mma_rs_bt<{n}, {cpp_type}>(float (&d)[{n // 8}][
       "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} {{{regs}}}, {{%{a0}, %{a0 + 1}, %{a0 + 2}, %{a0 + 3}}}, %{b}, p, 1, 1, 1;\\n}}\\n"
       : {ops}
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
-}}
-"""
-
-
-def ss_tt(n, ptx_type, cpp_type):
-    regs, ops = accumulators(n)
-    a, b, s = n // 2, n // 2 + 1, n // 2 + 2
-    return f"""// D[64 x {n}] (+)= A[64 x 16] B[16 x {n}], A and B from shared memory (descriptors), both stored MN-major
-// (transposed: each row of A's K dimension is 64 contiguous elements of M, each of B's {n} of N).
-template <>
-__device__ __forceinline__ void mma_ss_tt<{n}, {cpp_type}>(float (&d)[{n // 8}][4], uint64_t a, uint64_t b, int accumulate) {{
-  asm volatile(
-      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s}, 0;\\n"
-      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} {{{regs}}}, %{a}, %{b}, p, 1, 1, 1, 1;\\n}}\\n"
-      : {ops}
-      : "l"(a), "l"(b), "r"(accumulate));
 }}
 """
 
@@ -92,7 +83,7 @@ __device__ void mma_ss_tt(float (&d)[N / 8][4], uint64_t a, uint64_t b, int accu
             print(rs(n, ptx_type, cpp_type))
     for n in SS_TT_SHAPES:
         for ptx_type, cpp_type in TYPES:
-            print(ss_tt(n, ptx_type, cpp_type))
+            print(ss(n, ptx_type, cpp_type, transposed=True))
     print("}  // namespace flashlab::gpu::fa3")
 
 

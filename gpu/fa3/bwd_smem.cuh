@@ -6,14 +6,15 @@
 #include "../params.hpp"
 #include "../sequence.cuh"
 #include "ptx.cuh"
+#include "smem.cuh"
 
 namespace flashlab::gpu::fa3 {
 
 // D the (padded) head dim, kBr query rows a step, kBc = 128 keys a CTA: two consumer warpgroups of 64 keys.
 template <int D_, int kBr_>
-struct BwdShape {
+struct BwdShape : RegisterSplit<2, 24> {
   static constexpr int D = D_, kBr = kBr_, kBc = 128, kStages = 2;
-  static constexpr int kConsumers = 2, kThreads = 128 * (kConsumers + 1);
+  static constexpr int kConsumers = 2;
   static constexpr int kChunks = D / 64;  // 64-column (128-byte) blocks of a row of Q, dO, K, V
   static constexpr int kQChunks = kBr / 64;  // 64-query blocks of a row of dS^T
   // A step's dQ (kBr x D) is split between the consumers so that each computes a 64 x 64 block with one
@@ -21,13 +22,6 @@ struct BwdShape {
   static constexpr bool kDqByRows = kBr == 128;
   static_assert(kBr * D == 64 * 64 * kConsumers, "each consumer's share of dQ is 64 x 64");
   static constexpr int kDqFloats = kBr * D;  // a step's dQ, in the consumers' accumulator order (below)
-  // Registers after the split, as the forward's (smem.cuh Shape): they must add up to the launch's.
-  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = (kLaunchRegs * kThreads - 128 * kProducerRegs) / (128 * kConsumers);
-  static_assert(kConsumerRegs % 8 == 0 && 128 * kProducerRegs + 128 * kConsumers * kConsumerRegs ==
-                                              kLaunchRegs * kThreads,
-                "setmaxnreg must move registers, not add them");
 };
 
 // Every tile as 64-column blocks of 128-byte rows in the copy engine's 128-byte swizzle (each block

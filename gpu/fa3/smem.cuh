@@ -9,26 +9,31 @@
 
 namespace flashlab::gpu::fa3 {
 
-// A kernel's tile shape: D the (padded) head dim, kBc keys a K/V block, kStages K/V buffers,
-// kConsumers consumer warpgroups of 64 query rows each.
-template <int D_, int kBc_, int kStages_, int kConsumers_>
-struct Shape {
-  static constexpr int D = D_, kBc = kBc_, kStages = kStages_;
-  static constexpr int kConsumers = kConsumers_;
-  static constexpr int kBr = 64 * kConsumers;
+// Registers a thread after the split (setmaxnreg) of a CTA of one producer and kConsumers consumer
+// warpgroups. The CTA starts with 65536 / kThreads a thread, rounded down to 8, and setmaxnreg only moves
+// registers within it: the consumers' increase waits until the producer's decrease has freed them, so both
+// must add up to the same total (producer 32 / consumers 240 with two consumers asks for 1024 more, and
+// the kernel hangs on an H100). The forward's and the backward's shapes (bwd_smem.cuh) both derive from it.
+template <int kConsumers, int kProducerRegs_>
+struct RegisterSplit {
   static constexpr int kThreads = 128 * (kConsumers + 1);
-  static constexpr int kChunks = D / 64;             // 64-column (128-byte) blocks of a row
-  static constexpr int kConsumerWarps = 4 * kConsumers;
-  // Registers a thread after the split (setmaxnreg). The CTA starts with 65536 / kThreads a thread,
-  // rounded down to 8, and setmaxnreg only moves registers within it: the consumers' increase waits
-  // until the producer's decrease has freed them, so both must add up to the same total (producer 32 /
-  // consumers 240 with two consumers asks for 1024 more, and the kernel hangs on an H100).
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
-  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32;
+  static constexpr int kProducerRegs = kProducerRegs_;
   static constexpr int kConsumerRegs = (kLaunchRegs * kThreads - 128 * kProducerRegs) / (128 * kConsumers);
   static_assert(kConsumerRegs % 8 == 0 && 128 * kProducerRegs + 128 * kConsumers * kConsumerRegs ==
                                               kLaunchRegs * kThreads,
                 "setmaxnreg must move registers, not add them");
+};
+
+// A kernel's tile shape: D the (padded) head dim, kBc keys a K/V block, kStages K/V buffers,
+// kConsumers consumer warpgroups of 64 query rows each.
+template <int D_, int kBc_, int kStages_, int kConsumers_>
+struct Shape : RegisterSplit<kConsumers_, kConsumers_ == 2 ? 24 : 32> {
+  static constexpr int D = D_, kBc = kBc_, kStages = kStages_;
+  static constexpr int kConsumers = kConsumers_;
+  static constexpr int kBr = 64 * kConsumers;
+  static constexpr int kChunks = D / 64;             // 64-column (128-byte) blocks of a row
+  static constexpr int kConsumerWarps = 4 * kConsumers;
 };
 
 // Shared memory: every tile as 64-column blocks of 128-byte rows, as the copy engine's 128-byte swizzle
