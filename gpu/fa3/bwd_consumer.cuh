@@ -58,6 +58,7 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
       const uint64_t bq = sw128_desc(smem_u32(&sm.q[st][kk / 4][0][0]) + off, 16, 1024);
       mma_ss<kBr, T>(acc_s, a, bq, kk > 0);
     }
+    wgmma_commit();  // S^T's group
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t off = (kk % 4) * 32;
@@ -65,19 +66,37 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
       const uint64_t bo = sw128_desc(smem_u32(&sm.d_o[st][kk / 4][0][0]) + off, 16, 1024);
       mma_ss<kBr, T>(acc_dp, a, bo, kk > 0);
     }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(acc_s);
-    fence_regs(acc_dp);
+    wgmma_commit();  // dP^T's
 
     // P^T and dS^T in place; element (n, e): key my_key + 8 (e / 2), query row row0 + 8 n + tc + (e & 1).
+    // At d = 64 (kBr = 128) P^T's exponentials run while dP^T's GEMM does (+1.5-4.9% forward+backward;
+    // at d = 128 -3% to +3%, not kept there: bench/results/ab-h100-2026-11-23-fa3-bwd-split-wait.csv);
+    // softcap's derivative needs both.
+    if constexpr (!kSoftcap && kBr == 128) {
+      wgmma_wait<1>();
+      fence_regs(acc_s);
 #pragma unroll
-    for (int n = 0; n < kBr / 8; ++n)
+      for (int n = 0; n < kBr / 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = n * 8 + tc + (e & 1);
-        prob_grad<kSoftcap>(acc_s[n][e], acc_dp[n][e], sm.lse2[st][col], sm.dsum[st][col], p);
-      }
+        for (int e = 0; e < 4; ++e) acc_s[n][e] = probability(acc_s[n][e], sm.lse2[st][n * 8 + tc + (e & 1)], p);
+      wgmma_wait<0>();
+      fence_regs(acc_dp);
+#pragma unroll
+      for (int n = 0; n < kBr / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_dp[n][e] = acc_s[n][e] * (acc_dp[n][e] - sm.dsum[st][n * 8 + tc + (e & 1)]);
+    } else {
+      wgmma_wait<0>();
+      fence_regs(acc_s);
+      fence_regs(acc_dp);
+#pragma unroll
+      for (int n = 0; n < kBr / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = n * 8 + tc + (e & 1);
+          prob_grad<kSoftcap>(acc_s[n][e], acc_dp[n][e], sm.lse2[st][col], sm.dsum[st][col], p);
+        }
+    }
     // Rows past sq need no mask (their LSE2 is +inf); pairs outside the band and keys past sk do.
     const int last_row = min(row0 + kBr, seq.sq) - 1;
     if (keys_past_end || key0 - last_row < band_lo || key0 + kBc - 1 - row0 > band_hi) {

@@ -35,6 +35,9 @@
 //       a K/V block (not persistent); the figures above. Stages freed by named barriers (an mbarrier
 //       arrive from lane 0 left racecheck reporting the LSE2 / D reads); deterministic walks from the last
 //       Q block (from the first: 0.69-0.74x of atomic under a causal mask).
+//   v2  at d = 64, P^T's exponentials under dP^T's GEMM (two wgmma groups, S^T's waited for first): A/B in
+//       one process +1.5-4.9% forward+backward at d = 64 (s = 16k 0.99 -> 1.02-1.12x cuDNN); at d = 128
+//       0.97-1.03x, left as v1 (bench/results/ab-h100-2026-11-23-fa3-bwd-split-wait.csv).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
