@@ -184,23 +184,38 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
     named_arrive(kDqFull, kDqThreads);
   }
 
-  // Epilogue: dK_j (times the scale prob_grad left out) and dV_j, zero for keys no query row sees.
+  // Epilogue: dK_j (times the scale prob_grad left out) and dV_j, zero for keys no query row sees, each
+  // through shared memory so that a warp's stores are whole 16-byte chunks of rows (4-byte stores from the
+  // fragments filled the load/store queue: ncu's lg throttle). The tile: the Q (consumer 0) or dO
+  // (consumer 1) stage the last step did not use, free once this consumer has passed the last kDsFull
+  // (both consumers waited out the GEMMs of the step before; the producer loads nothing more); rows of
+  // D / 8 16-byte chunks, chunk c of row r at c ^ (r % 8).
   T* dk = static_cast<T*>(p.dk) + seq.k_base + int64_t(g) * p.k_head_stride;
   T* dv = static_cast<T*>(p.dv) + seq.v_base + int64_t(g) * p.v_head_stride;
+  const int free_stage = walk.steps % S::kStages;
+  unsigned char* tile = reinterpret_cast<unsigned char*>(w == 0 ? &sm.q[free_stage][0][0][0] : &sm.d_o[free_stage][0][0][0]);
+  static_assert(64 * D * sizeof(T) <= sizeof(sm.q[0]), "a consumer's dK or dV fits in a stage of Q");
+  const int tid = threadIdx.x % 128;
+  auto store = [&](const float (&acc)[D / 8][4], float scale, T* out, int64_t row_stride) {
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = key0 + my_key + 8 * r;
-    if (key >= seq.sk) continue;
+    for (int r = 0; r < 2; ++r) {
+      const int row = warp * 16 + gr + 8 * r;
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      const int col = n * 8 + tc;
-      if (col >= p.head_dim) break;
-      *reinterpret_cast<uint32_t*>(dk + int64_t(key) * p.k_row_stride + col) =
-          mma::pack2<T>(acc_dk[n][2 * r] * p.scale, acc_dk[n][2 * r + 1] * p.scale);
-      *reinterpret_cast<uint32_t*>(dv + int64_t(key) * p.v_row_stride + col) =
-          mma::pack2<T>(acc_dv[n][2 * r], acc_dv[n][2 * r + 1]);
+      for (int n = 0; n < D / 8; ++n)
+        *reinterpret_cast<uint32_t*>(tile + row * D * 2 + ((n ^ (row % 8)) * 16) + tc * 2) =
+            mma::pack2<T>(acc[n][2 * r] * scale, acc[n][2 * r + 1] * scale);
     }
-  }
+    named_sync(kEpilogue + w, 128);
+    for (int c = tid; c < 64 * D / 8; c += 128) {
+      const int row = c / (D / 8), chunk = c % (D / 8), key = key0 + w * 64 + row;
+      if (key < seq.sk && chunk * 8 < p.head_dim)
+        *reinterpret_cast<uint4*>(out + int64_t(key) * row_stride + chunk * 8) =
+            *reinterpret_cast<const uint4*>(tile + row * D * 2 + ((chunk ^ (row % 8)) * 16));
+    }
+    named_sync(kEpilogue + w, 128);  // the tile is read out before it is written again
+  };
+  store(acc_dk, p.scale, dk, p.k_row_stride);
+  store(acc_dv, 1.f, dv, p.v_row_stride);
 }
 
 }  // namespace flashlab::gpu::fa3

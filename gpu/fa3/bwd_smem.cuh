@@ -45,6 +45,7 @@ struct BwdSmem {
 // refilling it. (A barrier rather than an mbarrier: the consumers read LSE2 and D with ordinary loads, and
 // the sanitizer's race check follows bar.sync, not an mbarrier's arrive.)
 constexpr int kDsFull = 1, kDqFull = 2, kDqEmpty = 3, kStageEmpty = 4;  // kStageEmpty + s, s < kStages
+constexpr int kEpilogue = 6;  // kEpilogue + w: consumer w's own warpgroup (128 threads), its dK / dV tile
 constexpr int kDqThreads = 256 + 32, kStageThreads = 256 + 32;
 
 // The scratch (fa3_backward_scratch_bytes): per query head, each batch entry's rows padded to whole Q

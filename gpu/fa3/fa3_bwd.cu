@@ -38,6 +38,9 @@
 //   v2  at d = 64, P^T's exponentials under dP^T's GEMM (two wgmma groups, S^T's waited for first): A/B in
 //       one process +1.5-4.9% forward+backward at d = 64 (s = 16k 0.99 -> 1.02-1.12x cuDNN); at d = 128
 //       0.97-1.03x, left as v1 (bench/results/ab-h100-2026-11-23-fa3-bwd-split-wait.csv).
+//   v3  dK and dV out through shared memory (a free Q / dO stage) with 16-byte stores: A/B in one process
+//       s = 1k +1.9-4.9%, 4k -0.2% to +2.0%, 16k -2.3% to -0.5% (bench/results/ab-h100-2026-11-23-fa3-
+//       bwd-epilogue.csv; at 1k a CTA walks 8-16 steps and its end counts).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
