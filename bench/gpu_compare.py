@@ -102,6 +102,10 @@ def measure(lib, device, pas, d, s, causal, deterministic):
     t = {}
     ours3 = (fa3.forward if pas == "fwd" else fa3.forward_backward) if fa3 else None
     timed = [("flashlab_fa2", ours)] + ([("flashlab_fa3", ours3)] if fa3 else [])
+    if fa3 and deterministic and pas != "fwd":  # the atomic backward in the same process: the ratio the issue asks
+        atomic = Fa2(torch, lib, q, k, v, torch.empty_like(q), torch.empty_like(lse), causal,
+                     grads=(do,) + tuple(torch.empty_like(q) for _ in range(3)), kernel=b"fa3")
+        timed.append(("flashlab_fa3_atomic", atomic.forward_backward))
     for name, fn in timed + [("sdpa_flash", sdpa(SDPBackend.FLASH_ATTENTION)),
                              ("sdpa_cudnn", sdpa(SDPBackend.CUDNN_ATTENTION))]:
         leaves = [qt, kt, vt] if pas != "fwd" else None  # grads reset (untimed) before every run
@@ -117,7 +121,11 @@ def measure(lib, device, pas, d, s, causal, deterministic):
     row["ratio_vs_flash"] = row["flashlab_fa2_tflops"] / row["sdpa_flash_tflops"]
     row["ratio_vs_cudnn"] = row["flashlab_fa2_tflops"] / row["sdpa_cudnn_tflops"]
     row["fa3_vs_cudnn"] = row["flashlab_fa3_tflops"] / row["sdpa_cudnn_tflops"] if fa3 else ""
-    fa3_text = f"fa3 {row['flashlab_fa3_tflops']:6.1f}  " if fa3 else ""
+    if "flashlab_fa3_atomic" in t:
+        row["fa3_deterministic_vs_atomic"] = row["flashlab_fa3_tflops"] / row["flashlab_fa3_atomic_tflops"]
+    fa3_text = f"fa3 {row['flashlab_fa3_tflops']:6.1f} ({row['fa3_vs_cudnn']:.2f}x cuDNN)  " if fa3 else ""
+    if "fa3_deterministic_vs_atomic" in row:
+        fa3_text += f"det/atomic {row['fa3_deterministic_vs_atomic']:.2f}  "
     print(f"{pas:7s} d={d:3d} s={s:5d} causal={int(causal)}  fa2 {row['flashlab_fa2_tflops']:6.1f}  {fa3_text}"
           f"flash {row['sdpa_flash_tflops']:6.1f}  cudnn {row['sdpa_cudnn_tflops']:6.1f} TFLOP/s  "
           f"ratio {row['ratio_vs_flash']:.2f}  maxdiff " + " ".join(f"{k} {v:.2e}" for k, v in diffs.items()),
