@@ -23,12 +23,12 @@
 //
 // Tile shape: shapes.hpp's fa3_backward_shape (`flashlab shapes --algo fa3 --pass bwd`).
 //
-// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-23, v1, bf16, batch x seqlen = 16k, heads x d = 2048,
-// forward (fa3) + backward against SDPA's cuDNN backend in the same process, s = 1k / 4k / 16k
-// (bench/results/gpu-h100-2026-11-23-fa3-bwd-v1.csv): d = 64 0.80 / 0.95 / 0.99x (causal 0.79 / 0.88 /
-// 0.91x), d = 128 0.77 / 0.85 / 0.90x (causal 0.74 / 0.82 / 0.90x); against our fa2 1.13-1.53x. The
-// backward alone at s = 16k d = 128: 11.8 ms, 467 TFLOP/s (CUDA events). Deterministic, another process
-// (-v1-deterministic.csv): 0.81-0.98x the atomic one's TFLOP/s. d = 256: not compiled (shapes.hpp).
+// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-23, v3, bf16, batch x seqlen = 16k, heads x d = 2048,
+// forward (fa3) + backward against SDPA's cuDNN backend in the same process, s = 1k-16k
+// (bench/results/gpu-h100-2026-11-23-fa3-bwd-v3.csv): d = 64 0.85-0.97x (causal 0.82-0.95x), d = 128
+// 0.80-0.90x (causal 0.77-0.92x), short sequences lowest; against our fa2 1.18-1.53x, SDPA flash
+// 1.13-1.67x. The deterministic backward against the atomic one in the same process (-v3-deterministic
+// .csv): 0.82-1.14x (two cells under 0.85: d = 64 causal s = 2k and 4k). d = 256: not compiled.
 //
 // Version index (bench/gpu_compare.py --passes fwd+bwd; H100; full entries in gpu/HISTORY.md):
 //   v1  the structure above, no overlap between a step's GEMMs and its softmax inside a warpgroup, one CTA
