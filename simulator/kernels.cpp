@@ -140,9 +140,12 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
       if (const std::string why = fa3_unavailable(g); !why.empty()) throw Error(why);
       // FlashAttention-3: 128 x 128 forward tiles (128 x 64 for d > 128), 64 x 128 backward.
       s.tiling = backward ? tiled::Tiling{64, d <= 128 ? 128 : 64} : tiled::Tiling{128, d <= 128 ? 128 : 64};
-      if (impl == Impl::flashlab && !backward) {  // gpu/fa3/: gpu/shapes.hpp's fa3_forward_shape
-        const gpu::TileShape k = gpu::fa3_forward_shape(int(d));
-        if (k.supported()) s.tiling = tiled::Tiling{k.block_m, k.block_n};
+      if (impl == Impl::flashlab) {  // gpu/fa3/: gpu/shapes.hpp's fa3_forward_shape / fa3_backward_shape
+        const gpu::TileShape k = backward ? gpu::fa3_backward_shape(int(d)) : gpu::fa3_forward_shape(int(d));
+        if (!k.supported())
+          throw Error(std::string("flashlab's fa3 ") + (backward ? "backward" : "forward") + " at head dim " +
+                      std::to_string(d) + ": " + k.why);
+        s.tiling = tiled::Tiling{k.block_m, k.block_n};
       }
       if (!backward && block_m > 0) s.tiling.Br = block_m;
       if (!backward && block_n > 0) s.tiling.Bc = block_n;

@@ -57,9 +57,9 @@ Cost streaming_kernel(const GpuSpec& g, double read, double write) {
 }
 
 Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const Options& o) {
-  // flashlab's own kernels are an fa2 and an fa3 (forward), cuDNN's an fa3; the other algorithms run
-  // their upstream kernels.
-  const Impl impl = (o.impl == Impl::flashlab && (algo == Algo::fa2 || (algo == Algo::fa3 && !backward))) ||
+  // flashlab's own kernels are an fa2 and an fa3, cuDNN's an fa3; the other algorithms run their upstream
+  // kernels.
+  const Impl impl = (o.impl == Impl::flashlab && (algo == Algo::fa2 || algo == Algo::fa3)) ||
                             (o.impl == Impl::cudnn && algo == Algo::fa3)
                         ? o.impl
                         : Impl::upstream;

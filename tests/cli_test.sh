@@ -74,6 +74,9 @@ else failed=$((failed + 1)); echo "FAILED the timeline files"; fi
 ok "estimate leaves fa3 out of 'all' on an A100, saying why" "fa3 left out: .*wgmma" -- estimate --gpu a100-80gb --algo all
 ok "estimate models cuDNN's and flashlab's kernels" "^fa3,h100-sxm" -- estimate --algo all --impl cudnn --format csv
 ok "estimate models flashlab's fa3 with gpu/shapes.hpp's tiles" "fa3 +8192 +128x64" -- estimate --algo fa3 --impl flashlab --hdim 256 --causal --seqlen 8192
+ok "estimate models flashlab's fa3 backward with its own tiles" "fa3 +4096 +128x128" -- estimate --algo fa3 --impl flashlab --pass bwd --hdim 64 --seqlen 4096
+refused "estimate refuses flashlab's fa3 backward at d = 256, which it does not compile" "fa3 backward at head dim 256: .*not written yet" -- \
+  estimate --algo fa3 --impl flashlab --pass bwd --hdim 256 --seqlen 4096
 ok "estimate with the textbook LRU L2 to compare" "^fa2,h100-sxm" -- estimate --algo fa2 --causal --seqlen 16384 --l2-replacement lru --format csv
 grep -q "<svg" "$work/roof.svg" && passed=$((passed + 1)) && echo "ok     the SVG is there" || { failed=$((failed + 1)); echo "FAILED no SVG"; }
 
