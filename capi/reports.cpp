@@ -32,10 +32,12 @@ std::string implementations_json() {
 std::string estimate_json(const Problem& p, const std::string& gpu_name, const std::string& algo,
                           const std::string& pass, const std::string& impl) {
   const sim::GpuSpec gpu = sim::load_gpu(gpu_name);
-  const auto algos = sim::parse_algos(algo, &gpu);
+  auto algos = sim::parse_algos(algo, &gpu);
   sim::Options options;
   options.impl = sim::parse_impl(impl);
-  return sim::to_json(sim::estimate_all(p, gpu, algos, parse_pass(pass), options));
+  const Pass parsed = parse_pass(pass);
+  sim::leave_out_unbuilt(algos, algo, options.impl, parsed != Pass::fwd, p.head_dim, nullptr);
+  return sim::to_json(sim::estimate_all(p, gpu, algos, parsed, options));
 }
 
 std::string walk_jsonl(const Problem& p, const std::string& order_name, int64_t br, int64_t bc,

@@ -131,7 +131,7 @@ void add_estimate(CLI::App& app) {
       return;
     }
     std::string note;  // why `all` left an algorithm out
-    const auto algos = sim::parse_algos(opts->algo, &gpu, &note);
+    auto algos = sim::parse_algos(opts->algo, &gpu, &note);
     const Pass pass = opts->flags.parsed_pass();
     for (const auto& [flag, rows] : {std::pair{"--block-m", opts->block_m}, std::pair{"--block-n", opts->block_n}})
       if (cmd->count(flag) && rows <= 0)
@@ -141,6 +141,7 @@ void add_estimate(CLI::App& app) {
     options.block_n = opts->block_n;
     options.standard_scale_pass = !opts->fused_scale;
     options.impl = sim::parse_impl(opts->impl);
+    sim::leave_out_unbuilt(algos, opts->algo, options.impl, pass != Pass::fwd, opts->flags.hdim, &note);
     options.l2_replacement = opts->l2_replacement == "lru" ? sim::Replacement::lru : sim::Replacement::random;
     std::vector<sim::Estimate> all;
     const auto seqlens = parse_seqlens(opts->seqlen);

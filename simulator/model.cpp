@@ -7,6 +7,7 @@
 #include "flashlab/error.hpp"
 #include "grids.hpp"
 #include "schedule.hpp"
+#include "shapes.hpp"
 
 namespace flashlab::sim {
 
@@ -31,6 +32,18 @@ std::vector<Algo> parse_algos(const std::string& name, const GpuSpec* gpu, std::
       return {a};
     }
   throw Error("unknown algorithm '" + name + "': expected " + enum_choices(kAlgoNames) + ", or all");
+}
+
+void leave_out_unbuilt(std::vector<Algo>& algos, const std::string& name, Impl impl, bool backward, int64_t head_dim,
+                       std::string* note) {
+  if (name != "all" || impl != Impl::flashlab || !backward) return;
+  const gpu::TileShape k = gpu::fa3_backward_shape(int(head_dim));
+  if (k.supported() || std::find(algos.begin(), algos.end(), Algo::fa3) == algos.end()) return;
+  algos.erase(std::remove(algos.begin(), algos.end(), Algo::fa3), algos.end());
+  if (!note) return;
+  if (!note->empty()) *note += "; ";
+  *note += "fa3 left out: flashlab's fa3 backward: ";
+  *note += k.why;
 }
 
 namespace {

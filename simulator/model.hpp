@@ -25,6 +25,11 @@ namespace flashlab::sim {
 std::string to_string(Algo algo);
 // standard | math | fa1 | fa2 | fa3 | all. `all` leaves fa3 out on a GPU without wgmma (the note says why).
 std::vector<Algo> parse_algos(const std::string& name, const GpuSpec* gpu = nullptr, std::string* note = nullptr);
+// `all` with --impl flashlab and a backward: flashlab's fa3 backward is compiled for head dims up to 128
+// (gpu/shapes.hpp fa3_backward_shape), so above that fa3 is left out of `algos`, and *note says why. An
+// explicit --algo fa3 is refused by the estimate itself.
+void leave_out_unbuilt(std::vector<Algo>& algos, const std::string& name, Impl impl, bool backward, int64_t head_dim,
+                       std::string* note);
 
 struct Estimate : Cost {
   std::string algo, gpu, pass;
@@ -47,7 +52,7 @@ struct Options {
   // standard: "paper" counts a separate scale pass over S, as the FlashAttention
   // paper's PyTorch baseline does; "fused-scale" folds the scale into the GEMM.
   bool standard_scale_pass = true;
-  // Which kernel (kernels.hpp, Impl): flashlab applies to fa2, cudnn to fa3; the rest run upstream's.
+  // Which kernel (kernels.hpp, Impl): flashlab applies to fa2 and fa3, cudnn to fa3; the rest run upstream's.
   Impl impl = Impl::upstream;
   std::vector<KernelTimeline>* timeline = nullptr;  // filled with each fused kernel's replay when set
   Residency* residency = nullptr;  // forward: what L2 held of (batch 0, head 0)'s K/V as its CTAs ran

@@ -75,6 +75,8 @@ ok "estimate leaves fa3 out of 'all' on an A100, saying why" "fa3 left out: .*wg
 ok "estimate models cuDNN's and flashlab's kernels" "^fa3,h100-sxm" -- estimate --algo all --impl cudnn --format csv
 ok "estimate models flashlab's fa3 with gpu/shapes.hpp's tiles" "fa3 +8192 +128x64" -- estimate --algo fa3 --impl flashlab --hdim 256 --causal --seqlen 8192
 ok "estimate models flashlab's fa3 backward with its own tiles" "fa3 +4096 +128x128" -- estimate --algo fa3 --impl flashlab --pass bwd --hdim 64 --seqlen 4096
+ok "estimate --algo all leaves flashlab's fa3 backward out at d = 256, saying why" "fa3 left out: flashlab's fa3 backward" -- \
+  estimate --algo all --impl flashlab --pass fwd+bwd --hdim 256 --seqlen 4096
 refused "estimate refuses flashlab's fa3 backward at d = 256, which it does not compile" "fa3 backward at head dim 256: .*not written yet" -- \
   estimate --algo fa3 --impl flashlab --pass bwd --hdim 256 --seqlen 4096
 ok "estimate with the textbook LRU L2 to compare" "^fa2,h100-sxm" -- estimate --algo fa2 --causal --seqlen 16384 --l2-replacement lru --format csv
