@@ -42,6 +42,9 @@ struct KernelShape {
   double ctas_per_sm = 1;    // what shared memory, threads and registers allow
   bool persistent = false;   // FA3: one CTA per slot, tiles from its scheduler
   double exchanges_per_tile = 0;  // FA2 backward: shared-memory hand-offs between warps per tile, each behind a barrier
+  bool consumers_meet_each_tile = false;  // flashlab's fa3 backward: its two consumer warpgroups meet at a
+                                          // named barrier every step (dS^T for the dQ GEMM), so one's softmax
+                                          // cannot run under the other's GEMMs
 };
 
 // Seconds per element of S on one SM, by unit, and the whole step.
