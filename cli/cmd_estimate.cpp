@@ -99,7 +99,7 @@ void add_estimate(CLI::App& app) {
   cmd->add_option("--set", opts->overrides, "override a preset field: field=value (e.g. l2_bytes=4e7)");
   cmd->add_option("--algo", opts->algo, "standard | math | fa1 | fa2 | fa3 | all (all: standard, fa1, fa2 and, where the GPU has wgmma, fa3)")->capture_default_str();
   cmd->add_option("--impl", opts->impl, "whose kernel: upstream (flash-attn 2/3, SDPA flash) | flashlab (fa2: gpu/fa2_fwd.cu; fa3: "
-                                        "gpu/fa3/, forward) | cudnn (fa3: cuDNN's Hopper kernel)")
+                                        "gpu/fa3/, forward and backward) | cudnn (fa3: cuDNN's Hopper kernel)")
       ->capture_default_str();
   cmd->add_option("--l2-replacement", opts->l2_replacement,
                   "how the simulated L2 evicts: random (the model's, from the H100's measured behaviour) | lru")

@@ -223,35 +223,46 @@ class ForwardGrid final : public CtaGrid {
 // ---- backward: one CTA per K/V block ------------------------------------------------------------
 class BackwardGrid final : public CtaGrid {
  public:
-  BackwardGrid(const Problem& p, const std::vector<Schedule>& s, ElementTime t, bool reverse)
+  BackwardGrid(const Problem& p, const std::vector<Schedule>& s, ElementTime t, bool reverse, BackwardOrder order)
       : base_(p, s, t), reverse_(reverse) {
     G_ = chunk_for(base_.tiles(), 1);
     chunks_ = ceil_div(base_.Tr_max, G_);
     q_keys_ = uint32_t(p.batch * p.heads_q * chunks_);
     kv_keys_ = uint32_t(p.batch * p.heads_q * base_.Tc_max);
-    // FA2's backward grid is (K/V block, batch, head): blockIdx.x fastest.
-    for (int64_t h = 0; h < p.heads_q; ++h)
+    if (order == BackwardOrder::fa2) {
+      // FA2's backward grid is (K/V block, batch, head): blockIdx.x fastest.
+      for (int64_t h = 0; h < p.heads_q; ++h)
+        for (int64_t b = 0; b < p.batch; ++b)
+          for (int64_t j = 0; j < base_.at(b).Tc(); ++j) tiles_.push_back({int32_t(b), int32_t(h), int32_t(j)});
+    } else {
+      // gpu/fa3/fa3_bwd.cu's grid is (K/V block, kv head, batch): blockIdx.x fastest; a CTA's `h` is its kv
+      // head's first query head, and it walks the group's heads in turn (bwd_smem.cuh BwdWalk).
+      heads_per_cta_ = p.group();
       for (int64_t b = 0; b < p.batch; ++b)
-        for (int64_t j = 0; j < base_.at(b).Tc(); ++j) tiles_.push_back({int32_t(b), int32_t(h), int32_t(j)});
+        for (int64_t g = 0; g < p.heads_kv; ++g)
+          for (int64_t j = 0; j < base_.at(b).Tc(); ++j)
+            tiles_.push_back({int32_t(b), int32_t(g * p.group()), int32_t(j)});
+    }
   }
   int64_t ctas() const override { return int64_t(tiles_.size()); }
   uint32_t keys() const override { return 2 * q_keys_ + 2 * kv_keys_; }
   int64_t head(int64_t c) const override { return int64_t(tiles_[c].b) * base_.p.heads_q + tiles_[c].h; }
-  int64_t segments(int64_t c) const override {
-    return std::max<int64_t>(1, chunks_in(base_.bands_at(tiles_[c].b).of_kv[tiles_[c].x], G_));
-  }
+  // Chunks of the CTA's band (the Q blocks that see its keys), once per query head it walks.
+  int64_t band_chunks(int64_t c) const { return chunks_in(base_.bands_at(tiles_[c].b).of_kv[tiles_[c].x], G_); }
+  int64_t segments(int64_t c) const override { return std::max<int64_t>(1, heads_per_cta_ * band_chunks(c)); }
   void segment(int64_t c, int64_t k, Segment& out) const override {
     const Tile& tl = tiles_[c];
     const Schedule& s = base_.at(tl.b);
     const Band& band = base_.bands_at(tl.b).of_kv[tl.x];
     const int64_t cols = s.kv_rows(tl.x), d = base_.p.head_dim, dv = base_.p.dv();
-    const int64_t bh = int64_t(tl.b) * base_.p.heads_q + tl.h;
-    const uint32_t kv_out = 2 * q_keys_ + kv_keys_ + uint32_t(bh * base_.Tc_max + tl.x);
+    const int64_t n = band_chunks(c);
+    const int64_t bh0 = int64_t(tl.b) * base_.p.heads_q + tl.h, bh = bh0 + (n > 0 ? k / n : 0);
+    const uint32_t kv_out = 2 * q_keys_ + kv_keys_ + uint32_t(bh0 * base_.Tc_max + tl.x);
     const uint32_t kv_shared = 2 * q_keys_ + uint32_t((int64_t(tl.b) * base_.p.heads_q +
                                                       base_.kv_head(tl.h) * base_.p.group()) * base_.Tc_max + tl.x);
     if (k == 0) out.accesses.push_back({kv_shared, double(cols * (d + dv)) * base_.e, AccessKind::load});
     if (band.b1 > band.b0) {
-      const auto [c0, x0, x1] = chunk_at(band, k, G_, reverse_);
+      const auto [c0, x0, x1] = chunk_at(band, n > 0 ? k % n : 0, G_, reverse_);
       const double rows = double(computed_span(band, x0, x1, [&](int64_t a, int64_t b) { return q_span(s, a, b); }));
       const uint32_t q_key = uint32_t(bh * chunks_ + c0);
       out.accesses.push_back({q_key, rows * (double(d + dv) * base_.e + 8.0), AccessKind::load});  // Q, dO, LSE, D
@@ -265,7 +276,7 @@ class BackwardGrid final : public CtaGrid {
   Base base_;
   bool reverse_;
   std::vector<Tile> tiles_;
-  int64_t G_ = 1, chunks_ = 1;
+  int64_t G_ = 1, chunks_ = 1, heads_per_cta_ = 1;
   uint32_t q_keys_ = 0, kv_keys_ = 0;
 };
 
@@ -366,8 +377,8 @@ std::unique_ptr<CtaGrid> forward_grid(const Problem& p, const std::vector<tiled:
   return std::make_unique<ForwardGrid>(p, s, t, order, reverse, l2_section_bytes);
 }
 std::unique_ptr<CtaGrid> backward_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t,
-                                       bool reverse) {
-  return std::make_unique<BackwardGrid>(p, s, t, reverse);
+                                       bool reverse, BackwardOrder order) {
+  return std::make_unique<BackwardGrid>(p, s, t, reverse, order);
 }
 std::unique_ptr<CtaGrid> fa1_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t,
                                   int64_t splits, bool backward) {

@@ -8,7 +8,9 @@
 //                 stores O_i and LSE_i (FA2 forward; FA3 forward with its tile order).
 //   BackwardGrid  one CTA per (batch, head, K/V block j): loads K_j, V_j, streams
 //                 Q_i, dO_i, LSE_i, D_i over [q_begin(j), q_end(j)) and adds into
-//                 dQ's fp32 accumulator rows with atomics, stores dK_j, dV_j (FA2).
+//                 dQ's fp32 accumulator rows with atomics, stores dK_j, dV_j (FA2); flashlab's
+//                 fa3: one CTA per (batch, kv head, K/V block), the group's query heads in turn, dQ_i
+//                 added by one bulk reduction a step (the same read and write of L2).
 //   Fa1Grid       FlashAttention-1: one CTA per (batch, head, split of the Q
 //                 blocks); K_j, V_j outer, Q_i inner, O_i (with l_i, m_i) read and
 //                 written back at every step (Algorithm 1), or Q_i, O_i, dO_i,
@@ -43,8 +45,14 @@ enum class TileOrder {
 // diagonal, where the mask is; FA2's backward walks its Q blocks from the last), else from the first.
 std::unique_ptr<CtaGrid> forward_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules,
                                       ElementTime t, TileOrder order, bool reverse, double l2_section_bytes);
+// How the backward's K/V blocks are handed to CTAs.
+enum class BackwardOrder {
+  fa2,           // FA2's grid (K/V block, batch, head): a CTA per query head, blockIdx.x fastest
+  flashlab_fa3,  // gpu/fa3/fa3_bwd.cu: grid (K/V block, kv head, batch); a CTA per kv head walks every query
+                 // head of its group (dK, dV summed inside the CTA), for each its Q blocks from the first
+};
 std::unique_ptr<CtaGrid> backward_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules,
-                                       ElementTime t, bool reverse);
+                                       ElementTime t, bool reverse, BackwardOrder order = BackwardOrder::fa2);
 // splits: CTAs per (batch, head), each a contiguous range of Q blocks.
 std::unique_ptr<CtaGrid> fa1_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules, ElementTime t,
                                   int64_t splits, bool backward);

@@ -45,6 +45,11 @@ constexpr double kFa1StepRows = 16, kFa1Exchanges = 3;
 // dQ), and sdO's reuse before the next dO_i load. flashlab's gpu/fa2_bwd.cu has two (the step's tiles;
 // P^T and dS^T): it double-buffers dO_i as well.
 constexpr double kFa2BackwardExchanges = 3, kFlashlabBackwardExchanges = 2;
+// flashlab's fa3 backward (gpu/fa3/bwd_consumer.cuh) hands data between its two consumer warpgroups twice a
+// step, each behind a named barrier: kDsFull (both halves of dS^T in shared memory before either dQ GEMM
+// reads all 128 keys of it) and kDqEmpty (the dQ writer's bulk reduction has read the step's dQ buffer
+// before the consumers overwrite it). Its CTA is alone on its SM (198 KB of shared memory) and waits them out.
+constexpr double kFlashlabFa3BackwardExchanges = 2;
 // A CTA alone on its SM (FA1's forward: 4 warps, one per scheduler; the backward's 8 warps of 255 registers)
 // has no other CTA's warps to issue while its own wait, and its warps meet at a barrier every step, so they
 // cross the step's phases together: every phase boundary's dependent result is waited out in full, at the
@@ -113,6 +118,7 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
   const int64_t d = std::max(p.head_dim, p.dv()), e = bytes_per_element(p.dtype);
   KernelShape s;
   double stages = 1;
+  gpu::TileShape flashlab_bwd;  // set for flashlab's fa3 backward
   switch (algo) {
     case Algo::fa1:
       // Algorithm 1: Bc = ceil(M / 4d), Br = min(Bc, d), M the on-chip SRAM of one SM in elements.
@@ -143,9 +149,15 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
       if (impl == Impl::flashlab) {  // gpu/fa3/: gpu/shapes.hpp's fa3_forward_shape / fa3_backward_shape
         const gpu::TileShape k = backward ? gpu::fa3_backward_shape(int(d)) : gpu::fa3_forward_shape(int(d));
         if (!k.supported())
-          throw Error(std::string("flashlab's fa3 ") + (backward ? "backward" : "forward") + " at head dim " +
-                      std::to_string(d) + ": " + k.why);
+          throw Error(std::string("--algo fa3 --impl flashlab") + (backward ? " --pass bwd" : "") + ": head dim " +
+                      std::to_string(d) + " is not compiled: " + k.why + "; use --impl upstream to model "
+                      "FlashAttention-3's kernel instead");
         s.tiling = tiled::Tiling{k.block_m, k.block_n};
+        if (backward) {
+          flashlab_bwd = k;
+          s.consumers_meet_each_tile = true;
+          s.exchanges_per_tile = kFlashlabFa3BackwardExchanges;
+        }
       }
       if (!backward && block_m > 0) s.tiling.Br = block_m;
       if (!backward && block_n > 0) s.tiling.Bc = block_n;
@@ -158,8 +170,15 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
     case Algo::math: return s;
   }
   const double Br = double(s.tiling.Br), Bc = double(s.tiling.Bc);
-  s.smem = backward ? (Br * (p.head_dim + p.dv()) + Bc * (p.head_dim + p.dv())) * e + Br * p.head_dim * 4
-                    : (Br * p.head_dim + stages * Bc * (p.head_dim + p.dv())) * e;
+  // flashlab's fa3 backward keeps more on chip than the generic backward below (both Q/dO stages, dS^T twice,
+  // the step's fp32 dQ): its shared memory is the launcher's (gpu/shapes.hpp), as are its threads.
+  if (flashlab_bwd.supported()) {
+    s.smem = flashlab_bwd.smem_bytes;
+    s.threads = flashlab_bwd.threads;
+  } else {
+    s.smem = backward ? (Br * (p.head_dim + p.dv()) + Bc * (p.head_dim + p.dv())) * e + Br * p.head_dim * 4
+                      : (Br * p.head_dim + stages * Bc * (p.head_dim + p.dv())) * e;
+  }
   if (algo == Algo::fa1) s.smem = std::min(s.smem, g.smem_per_block_bytes);  // Algorithm 1 sizes tiles to fit
   if (s.smem > g.smem_per_block_bytes)
     throw Error(std::string(algo == Algo::fa2 ? "fa2" : "fa3") + (backward ? " backward" : " forward") + ": tiles " +
@@ -207,11 +226,18 @@ ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool bac
       tensor_phase += overlap(t, s, kGemmStepsInFlight);
     }
     // P and dS are written to shared memory for the GEMMs that read them transposed (dV, dK, dQ).
-    const double p_ds_writes = algo == Algo::fa3 ? 0.0 : 2.0 * e / smem_per_sm;
+    // flashlab's fa3 backward keeps P^T in registers (the dV GEMM's A operand) and writes dS^T (e bytes an
+    // element, for the dQ GEMM) and the step's fp32 dQ (Br x d floats, d 4 / Bc bytes an element, for the
+    // dQ writer's bulk reduction) from its consumers' registers, between its GEMMs.
+    const double p_ds_writes = shape.consumers_meet_each_tile ? (e + 4.0 * d / Bc) / smem_per_sm
+                               : algo == Algo::fa3            ? 0.0
+                                                              : 2.0 * e / smem_per_sm;
     c.smem += p_ds_writes;
     // A CTA alone on its SM (as FA2's is at d <= 128: 8 warps and 255 registers a thread) waits out, with no
     // other CTA to run meanwhile, its exchanges between warps (FA1: every 16 rows; FA2: three hand-offs
     // through shared memory a tile, each behind a __syncthreads) and its phase boundaries.
+    if (shape.consumers_meet_each_tile && shape.ctas_per_sm == 1)
+      c.wait = shape.exchanges_per_tile * g.barrier_round_trip_s / (Br * Bc);
     if (algo != Algo::fa3 && shape.ctas_per_sm == 1) {
       c.wait = algo == Algo::fa1 ? kFa1Exchanges * g.barrier_round_trip_s / (kFa1StepRows * Bc)
                                  : shape.exchanges_per_tile * g.barrier_round_trip_s / (Br * Bc);
@@ -219,7 +245,9 @@ ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool bac
     }
     c.fp32_ops = kBackwardOps;
     c.fp32 = c.fp32_ops / fp32_per_sm;
-    const int streams = algo == Algo::fa3 ? 2 : 1;
+    // FA3's two consumer warpgroups ping-pong (one's softmax under the other's GEMMs); flashlab's meet every
+    // step at kDsFull, so they cross a step's phases together: one stream, as FA2's warps.
+    const int streams = algo == Algo::fa3 && !shape.consumers_meet_each_tile ? 2 : 1;
     c.full = overlap(tensor_phase + p_ds_writes + c.wait, std::max(c.exp, c.fp32), streams);
     c.partial = overlap(tensor_phase + p_ds_writes + c.wait, std::max(c.exp, c.fp32 + mask), streams);
     return c;

@@ -27,7 +27,8 @@ enum class Algo { standard, math, fa1, fa2, fa3 };
 //             blocks from the last to the first (flash_fwd_kernel.h starts at the diagonal, where the
 //             mask is), and its backward each K/V block's Q blocks from the last; flash-attn 3 the
 //             same, with persistent CTAs and its tile scheduler.
-//   flashlab  gpu/fa2_fwd.cu (fa2 only): K/V blocks from the first (its j loop), its own tiles.
+//   flashlab  gpu/fa2_fwd.cu, gpu/fa2_bwd.cu and gpu/fa3/ (forward and backward): K/V blocks from the
+//             first (its j loop), the backward's Q blocks from the first, their own tiles (gpu/shapes.hpp).
 //   cudnn     cuDNN's Hopper kernel (fa3 only): one CTA per tile in grid order (ncu: 4096 CTAs for
 //             4096 tiles); K/V from the first, inferred from its DRAM bytes (1.00x the compulsory
 //             bytes at every causal length in simulator/validation/sdpa-*.csv).
@@ -42,6 +43,9 @@ struct KernelShape {
   double ctas_per_sm = 1;    // what shared memory, threads and registers allow
   bool persistent = false;   // FA3: one CTA per slot, tiles from its scheduler
   double exchanges_per_tile = 0;  // FA2 backward: shared-memory hand-offs between warps per tile, each behind a barrier
+  bool consumers_meet_each_tile = false;  // flashlab's fa3 backward: its two consumer warpgroups meet at a
+                                          // named barrier every step (dS^T for the dQ GEMM), so one's softmax
+                                          // cannot run under the other's GEMMs
 };
 
 // Seconds per element of S on one SM, by unit, and the whole step.

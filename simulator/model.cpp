@@ -70,8 +70,8 @@ Cost streaming_kernel(const GpuSpec& g, double read, double write) {
 }
 
 Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const Options& o) {
-  // flashlab's own kernels are an fa2 and an fa3, cuDNN's an fa3; the other algorithms run their upstream
-  // kernels.
+  // flashlab's own kernels are an fa2 and an fa3 (forward and backward), cuDNN's an fa3; the other
+  // algorithms run their upstream kernels.
   const Impl impl = (o.impl == Impl::flashlab && (algo == Algo::fa2 || algo == Algo::fa3)) ||
                             (o.impl == Impl::cudnn && algo == Algo::fa3)
                         ? o.impl
@@ -113,7 +113,8 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   const ElementTime per{unit.full, unit.partial};
   const std::unique_ptr<CtaGrid> grid =
       algo == Algo::fa1 ? fa1_grid(p, schedules, per, splits, backward)
-      : backward        ? backward_grid(p, schedules, per, reverse)
+      : backward        ? backward_grid(p, schedules, per, reverse,
+                                            flashlab_fa3 ? BackwardOrder::flashlab_fa3 : BackwardOrder::fa2)
                         : forward_grid(p, schedules, per,
                                        flashlab_fa3       ? TileOrder::flashlab_fa3
                                        : shape.persistent ? TileOrder::fa3
@@ -172,7 +173,13 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
     // FA2/FA3: preprocess (reads O, dO; writes D; zeroes dQ's fp32 accumulator) and the conversion of the
     // accumulator to dQ in the input precision.
     const double rows = double(p.total_q()) * double(p.heads_q);
-    c += streaming_kernel(g, rows * 2 * dv * e, rows * (4.0 + 4.0 * d));
+    if (flashlab_fa3) {
+      // gpu/fa3/fa3_bwd.cu's preprocess also reads LSE (4 bytes a row) and writes LSE log2 e beside D into
+      // its scratch (8 bytes a row), and zeroes the dQ scratch (Br x D floats a Q block, 4 d bytes a row).
+      c += streaming_kernel(g, rows * (2 * dv * e + 4.0), rows * (8.0 + 4.0 * d));
+    } else {
+      c += streaming_kernel(g, rows * 2 * dv * e, rows * (4.0 + 4.0 * d));
+    }
     c += streaming_kernel(g, rows * 4.0 * d, rows * d * e);
   }
   return c;

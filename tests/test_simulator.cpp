@@ -18,6 +18,7 @@
 #include "flashlab/error.hpp"
 #include "gpu_spec.hpp"
 #include "model.hpp"
+#include "shapes.hpp"
 
 using namespace flashlab;
 using namespace flashlab::sim;
@@ -175,15 +176,18 @@ Within rows_within(const std::string& file, const std::string& preset) {
   for (const auto& r : rows) {
     const Problem p = measured_problem(r);
     const std::string backend = r.f.at("backend");
-    const Algo algo = backend == "cudnn" ? Algo::fa3 : backend == "math" ? Algo::math : Algo::fa2;
+    const Algo algo =
+        backend == "cudnn" || backend == "flashlab_fa3" ? Algo::fa3 : backend == "math" ? Algo::math : Algo::fa2;
     Options o;
     if (backend == "cudnn") o.impl = Impl::cudnn;
+    if (backend == "flashlab_fa3") o.impl = Impl::flashlab;  // gpu/fa3/'s kernels, their tiles from gpu/shapes.hpp
     if (backend == "flashlab_fa2") {
       o.impl = Impl::flashlab;  // gpu/fa2_fwd.cu's tiles on this GPU
       o.block_m = p.head_dim <= 128 ? 128 : 64;
       o.block_n = p.head_dim <= 64 && preset == "h100-sxm" ? 128 : 64;
     }
-    const Estimate e = estimate(p, gpu, algo, Pass::fwd, o);
+    const Pass pass = r.f.count("pass") && r.f.at("pass") == "bwd" ? Pass::bwd : Pass::fwd;
+    const Estimate e = estimate(p, gpu, algo, pass, o);
     const auto [be, te] = errors_of(e, r);
     const bool bok = std::fabs(be) <= 0.15, tok = std::fabs(te) <= 0.20;
     std::printf("  %-12s s=%5lld d=%3lld causal=%d  bytes %+6.1f%%%s  time %+6.1f%%%s  (bound %s)\n", backend.c_str(),
@@ -214,6 +218,71 @@ TEST_CASE("predictions against every measured kernel (simulator/validation): 90%
   CHECK(all.rows == 216);
   CHECK(all.bytes_ok >= 0.9 * all.rows);
   CHECK(all.time_ok >= 0.9 * all.rows);
+}
+
+// flashlab's fa3 backward (three kernels: preprocess, main, convert) against its 20 ncu rows. No row chose
+// a rate; the time misses sent us to read the kernel's barriers (simulator/README.md, "flashlab's fa3
+// backward"). The check guards the bytes at today's level (16 of 20 within 15%); the time is reported,
+// not asserted: the model is optimistic by 20-39% on every row, and why is listed there.
+TEST_CASE("predictions against every measured kernel: flashlab's fa3 backward (H100)") {
+  const Within w = rows_within("flashlab-fa3-bwd-h100-2026-11-23.csv", "h100-sxm");
+  CHECK(w.rows == 20);
+  CHECK(w.bytes_ok >= 16);
+}
+
+// flashlab's fa3 backward as its kernels work (gpu/fa3/fa3_bwd.cu), at the level `estimate` shows.
+TEST_CASE("flashlab's fa3 backward: five GEMMs, a CTA a K/V block and kv head, the dQ scratch in the bytes") {
+  const GpuSpec h100 = load_gpu("h100-sxm");
+  Problem p;
+  p.batch = 2;
+  p.heads_q = 16;
+  p.heads_kv = 4;  // GQA: a CTA walks its kv head's four query heads
+  p.seqlen_q = p.seqlen_k = 4096;
+  p.head_dim = 128;
+  p.dtype = DType::bf16;
+  Options o;
+  o.impl = Impl::flashlab;
+  const Estimate fwd = estimate(p, h100, Algo::fa3, Pass::fwd, o), bwd = estimate(p, h100, Algo::fa3, Pass::bwd, o);
+  // S, dP, dV, dK, dQ: 2 (3 d + 2 dv) FLOPs an element of S against the forward's 2 (d + dv).
+  CHECK(bwd.flops == doctest::Approx(2.5 * fwd.flops));
+  // One CTA a (K/V block of Bc keys, kv head, batch entry), not a query head: the grid is gpu/shapes.hpp's.
+  const gpu::TileShape k = gpu::fa3_backward_shape(int(p.head_dim));
+  CHECK(bwd.block_m == k.block_m);
+  CHECK(bwd.block_n == k.block_n);
+  CHECK(bwd.ctas == double(p.seqlen_k / k.block_n * p.heads_kv * p.batch));
+  // A causal mask skips the tiles above the diagonal: about half the FLOPs (the diagonal's tiles whole).
+  Problem c = p;
+  c.causal = true;
+  const Estimate cb = estimate(c, h100, Algo::fa3, Pass::bwd, o);
+  CHECK(cb.flops > 0.5 * bwd.flops);
+  CHECK(cb.flops < 0.5 * bwd.flops * (1.0 + 2.0 * k.block_n / double(p.seqlen_k)));
+  // The fp32 dQ scratch goes through DRAM: zeroed by the preprocess (written), read and written back by the
+  // main kernel's bulk reductions, read by the convert; so the bytes hold at least every tensor once plus
+  // the scratch twice each way.
+  const double e = 2, rows = double(p.batch * p.seqlen_q * p.heads_q);
+  const double q = rows * p.head_dim * e, kv = double(p.batch * p.seqlen_k * p.heads_kv) * p.head_dim * e;
+  const double scratch = rows * p.head_dim * 4.0;
+  CHECK(bwd.hbm_read_bytes >= q /* Q */ + 2 * q /* O, dO (preprocess) */ + q /* dO (main) */ + 2 * kv + 2 * scratch);
+  CHECK(bwd.hbm_write_bytes >= 2 * scratch + q /* dQ */ + 2 * kv /* dK, dV */);
+  // ... and the scratch's traffic is what separates it from a backward that kept dQ on chip: at least the
+  // scratch's bytes, four times, above the bf16 tensors' compulsory traffic.
+  CHECK(bwd.hbm_read_bytes + bwd.hbm_write_bytes - (5 * q + 4 * kv) >= 4 * scratch);
+}
+
+TEST_CASE("flashlab's fa3 backward refuses what its kernel does not run, saying why") {
+  Problem p;
+  p.batch = 1;
+  p.heads_q = p.heads_kv = 8;
+  p.seqlen_q = p.seqlen_k = 2048;
+  p.head_dim = 256;
+  p.dtype = DType::bf16;
+  Options o;
+  o.impl = Impl::flashlab;
+  CHECK_THROWS_WITH_AS(estimate(p, load_gpu("h100-sxm"), Algo::fa3, Pass::bwd, o),
+                       doctest::Contains("d = 256"), Error);
+  CHECK_NOTHROW(estimate(p, load_gpu("h100-sxm"), Algo::fa3, Pass::fwd, o));  // the forward runs d = 256
+  p.head_dim = 128;
+  CHECK_THROWS_WITH_AS(estimate(p, load_gpu("a100-80gb"), Algo::fa3, Pass::bwd, o), doctest::Contains("wgmma"), Error);
 }
 
 // The FlashAttention-2 paper's A100 sweep (bf16, batch x seqlen = 16k, hidden 2048, d = 64 and 128,
