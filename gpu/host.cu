@@ -164,8 +164,7 @@ HostBackward run_backward(const std::string& kernel, const Problem& p, const Ten
   DeviceBuffer d_o_in = uploaded(d_o, dt), o_in = uploaded(o, dt), lse_in(lse.data.size() * 4);
   FLASHLAB_CUDA(cudaMemcpy(lse_in.ptr, lse.ptr(), lse.data.size() * 4, cudaMemcpyHostToDevice));
   DeviceBuffer dq = poisoned(q.data.size() * 2), dk = poisoned(k.data.size() * 2), dv = poisoned(v.data.size() * 2);
-  const bool fa3 = kernel == "fa3";
-  DeviceBuffer scratch = poisoned(fa3 ? fa3_backward_scratch_bytes(a) : fa2_backward_scratch_bytes(a));
+  DeviceBuffer scratch = poisoned(backward_scratch_bytes(kernel, a));
   a.q = q_in.ptr;
   a.k = k_in.ptr;
   a.v = v_in.ptr;
@@ -176,8 +175,7 @@ HostBackward run_backward(const std::string& kernel, const Problem& p, const Ten
   a.dk = dk.ptr;
   a.dv = dv.ptr;
   a.scratch = scratch.ptr;
-  if (fa3) fa3_backward(a, nullptr);
-  else fa2_backward(a, nullptr);
+  backward_on_scratch(kernel, a, nullptr);
   FLASHLAB_CUDA(cudaDeviceSynchronize());
 
   HostBackward out{Tensor(q.shape), Tensor(k.shape), Tensor(v.shape)};

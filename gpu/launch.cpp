@@ -178,14 +178,22 @@ void launch_forward(const std::string& kernel, const AttentionParams& p, cudaStr
   }
 }
 
+size_t backward_scratch_bytes(const std::string& kernel, const BackwardParams& p) {
+  if (kernel == "fa2") return fa2_backward_scratch_bytes(p);
+  if (kernel == "fa3") return fa3_backward_scratch_bytes(p);
+  throw Error("kernel '" + kernel + "' has no backward: fa2 and fa3 have one");
+}
+
+void backward_on_scratch(const std::string& kernel, const BackwardParams& p, cudaStream_t stream) {
+  if (kernel == "fa2") return fa2_backward(p, stream);
+  if (kernel == "fa3") return fa3_backward(p, stream);
+  throw Error("kernel '" + kernel + "' has no backward: fa2 and fa3 have one");
+}
+
 void launch_backward(const std::string& kernel, BackwardParams& p, cudaStream_t stream) {
-  if (kernel != "fa2" && kernel != "fa3")
-    throw Error("kernel '" + kernel + "' has no backward: fa2 and fa3 have one");
-  const bool fa3 = kernel == "fa3";
-  FLASHLAB_CUDA(cudaMallocAsync(&p.scratch, fa3 ? fa3_backward_scratch_bytes(p) : fa2_backward_scratch_bytes(p), stream));
+  FLASHLAB_CUDA(cudaMallocAsync(&p.scratch, backward_scratch_bytes(kernel, p), stream));
   try {
-    if (fa3) fa3_backward(p, stream);
-    else fa2_backward(p, stream);
+    backward_on_scratch(kernel, p, stream);
   } catch (...) {
     cudaFreeAsync(p.scratch, stream);
     p.scratch = nullptr;

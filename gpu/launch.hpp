@@ -63,6 +63,10 @@ class DeviceMask {
 
 // "fa2" | "fa3" | "standard" (S and P allocated and freed on `stream`); throws flashlab::Error otherwise.
 void launch_forward(const std::string& kernel, const AttentionParams& p, cudaStream_t stream);
+// "fa2" or "fa3": the backward's scratch in bytes, and the backward on the scratch p.scratch points at
+// (the harness poisons its own first; launch_backward allocates one); any other name throws.
+size_t backward_scratch_bytes(const std::string& kernel, const BackwardParams& p);
+void backward_on_scratch(const std::string& kernel, const BackwardParams& p, cudaStream_t stream);
 // "fa2" or "fa3". p.scratch is allocated on `stream` and freed before returning (p.scratch is left null).
 void launch_backward(const std::string& kernel, BackwardParams& p, cudaStream_t stream);
 

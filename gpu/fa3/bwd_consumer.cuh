@@ -20,14 +20,9 @@
 
 namespace flashlab::gpu::fa3 {
 
-// A float4 of a consumer thread's dQ accumulator in the step's dQ block (shared memory and scratch alike):
-// accumulator block jj (8 columns) of consumer thread c (0..255) at float4 jj * 256 + c, so that a warp's
-// stores are 512 contiguous bytes. The convert kernel reads it back (dq_element).
-__host__ __device__ constexpr int dq_float4(int jj, int consumer_thread) { return jj * 256 + consumer_thread; }
-
 template <class S, typename T, bool kSoftcap>
 __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Sequence& seq,
-                            const BwdWalk<S::kBr, S::kBc>& walk, int j, int g, int b, int w) {
+                            const BwdWalk<S::kBr, S::kBc>& walk, int j, int g, int w) {
   constexpr int D = S::D, kBr = S::kBr, kBc = S::kBc;
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, gr = lane / 4, tc = (lane % 4) * 2;
   const int key0 = j * kBc;

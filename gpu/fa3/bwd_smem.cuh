@@ -72,6 +72,21 @@ __device__ inline int64_t block_start(const AttentionParams& p, int b) {
   return p.cu_seqlens_q ? int64_t(p.cu_seqlens_q[b]) / kBr + b : int64_t(b) * ((p.seqlen_q + kBr - 1) / kBr);
 }
 
+// A step's dQ block (shared memory and scratch alike) in the consumers' accumulator order: accumulator
+// block jj (8 columns) of consumer thread c (0..255) is float4 jj * 256 + c, so that a warp's stores are
+// 512 contiguous bytes. Its four floats are (row, col), (row, col + 1), (row + 8, col), (row + 8, col + 1)
+// of the kBr x D block: rows 16 warp + lane / 4 and columns 8 jj + 2 (lane % 4) of consumer w's 64 x 64
+// share (BwdShape::kDqByRows). The consumers write it (dq_float4), the convert kernel reads it (dq_place).
+__host__ __device__ constexpr int dq_float4(int jj, int consumer_thread) { return jj * 256 + consumer_thread; }
+struct DqPlace {
+  int row, col;
+};
+template <class S>
+__device__ inline DqPlace dq_place(int f) {
+  const int jj = f / 256, c = f % 256, w = c / 128, warp = (c / 32) % 4, lane = c % 32;
+  return {(S::kDqByRows ? 64 * w : 0) + warp * 16 + lane / 4, (S::kDqByRows ? 0 : 64 * w) + jj * 8 + (lane % 4) * 2};
+}
+
 // The Q blocks a CTA (K/V block j of kv head g, batch entry b) walks: every query head of g's group,
 // and for each the Q blocks [i_begin, i_begin + n) whose rows see any of the block's keys (sequence.cuh
 // rows_seeing), step t at head g group + t / n, Q block i_begin + t % n; deterministic, from the last

@@ -146,14 +146,13 @@ __global__ void __launch_bounds__(S::kThreads, 1)
     else if (warp == 1) write_dq<S, T, kDeterministic>(sm, p, sc, seq, walk, j, b);
   } else {
     regs_alloc<S::kConsumerRegs>();
-    consume_bwd<S, T, kSoftcap>(sm, p, seq, walk, j, g, b, wg - 1);
+    consume_bwd<S, T, kSoftcap>(sm, p, seq, walk, j, g, wg - 1);
   }
 #endif
 }
 
-// ---- 3. dq = scale x the scratch's dQ, a CTA of 256 threads a Q block. Float4 f of a block holds
-// accumulator block jj = f / 256 of consumer thread c = f % 256 (bwd_consumer.cuh dq_float4): rows
-// 16 warp + gr (+ 8), columns 8 jj + tc (+ 1) of consumer w's 64 x 64 share.
+// ---- 3. dq = scale x the scratch's dQ, a CTA of 256 threads a Q block, a float4 of the consumers'
+// accumulator order (bwd_smem.cuh dq_place) at a time.
 template <class S, typename T>
 __global__ void __launch_bounds__(256) bwd_convert_kernel(const BackwardParams p, const BwdScratch sc) {
   constexpr int kBr = S::kBr;
@@ -164,9 +163,8 @@ __global__ void __launch_bounds__(256) bwd_convert_kernel(const BackwardParams p
       reinterpret_cast<const float4*>(sc.dq_accum + (int64_t(h) * sc.blocks + block_start<kBr>(p, b) + i) * S::kDqFloats);
   T* dq = static_cast<T*>(p.dq) + s.q_base + int64_t(h) * p.q_head_stride;
   for (int f = threadIdx.x; f < S::kDqFloats / 4; f += 256) {
-    const int jj = f / 256, c = f % 256, w = c / 128, warp = (c / 32) % 4, lane = c % 32;
-    const int row = i * kBr + (S::kDqByRows ? 64 * w : 0) + warp * 16 + lane / 4;
-    const int col = (S::kDqByRows ? 0 : 64 * w) + jj * 8 + (lane % 4) * 2;
+    const DqPlace at = dq_place<S>(f);
+    const int row = i * kBr + at.row, col = at.col;
     const float4 v = accum[f];
     if (col >= p.head_dim) continue;  // a padded head dim's columns
     if (row < s.sq)
