@@ -101,6 +101,10 @@ GpuSpec parse(const json& j, const std::string& file) {
   if (j.contains("dram_latency_s")) g.dram_latency_s = number(j, "dram_latency_s", file);
   // Optional: measured on the H100 (microbench.cu); without it exchanges between warps cost nothing.
   if (j.contains("barrier_round_trip_s")) g.barrier_round_trip_s = number(j, "barrier_round_trip_s", file);
+  // Optional: measured on the H100 (sm_read.cu); without them a starting CTA waits only the round trip.
+  if (j.contains("sm_l2_read_bytes_per_s")) g.sm_l2_read_bytes_per_s = number(j, "sm_l2_read_bytes_per_s", file);
+  if (j.contains("sm_dram_read_bytes_per_s"))
+    g.sm_dram_read_bytes_per_s = number(j, "sm_dram_read_bytes_per_s", file);
   // Optional: measured on the H100 (microbench.cu); without them phase boundaries cost nothing.
   if (j.contains("latency_s")) {
     g.latency = {number(j, "latency_s.mma_sync", file), number(j, "latency_s.ldmatrix", file),

@@ -69,6 +69,41 @@ Cost streaming_kernel(const GpuSpec& g, double read, double write) {
   return c;
 }
 
+// What a CTA loads before its first GEMM can start, in bytes: its own block, which no CTA has read before
+// (forward: Q_i; backward, and FA1 whose outer loop walks K/V: K_j and V_j), and the first block it
+// streams (forward: K_0 and V_0; backward: Q_0 and dO_0; FA1: Q_0 and O_0), which the CTAs of its head
+// beside it in launch order read too.
+struct FirstLoads {
+  double own = 0, streamed = 0;
+};
+
+FirstLoads first_loads(const KernelShape& shape, Algo algo, bool backward, double d, double dv, double e) {
+  const double br = double(shape.tiling.Br), bc = double(shape.tiling.Bc);
+  if (backward || algo == Algo::fa1) return {bc * (d + dv) * e, br * (d + dv) * e};
+  return {br * d * e, bc * (d + dv) * e};
+}
+
+// How long a starting CTA waits for its first loads: the DRAM round trip, then their bytes.
+//   later       A CTA that starts while the other SMs compute pulls at one SM's own rates (sm_read.cu:
+//               one SM reading alone): its own block from DRAM, the streamed one from L2, where the CTAs
+//               of its head put it. Without the preset's measured rates, the round trip alone.
+//   first_wave  The first wave's CTAs start together and share the chip: every own block and each head's
+//               first streamed block from DRAM, every CTA's bytes through L2, at the chip's rates (what
+//               sm_read.cu measures with every SM reading: each SM's share of them).
+struct StartWaits {
+  double later = 0, first_wave = 0;
+};
+
+StartWaits start_waits(const GpuSpec& g, const FirstLoads& f, double ctas, double slots, double ctas_per_head) {
+  StartWaits w{g.dram_latency_s, g.dram_latency_s};
+  if (g.sm_dram_read_bytes_per_s > 0 && g.sm_l2_read_bytes_per_s > 0)
+    w.later += f.own / g.sm_dram_read_bytes_per_s + f.streamed / g.sm_l2_read_bytes_per_s;
+  const double wave = std::min(ctas, slots), heads = std::ceil(wave / std::max(1.0, ctas_per_head));
+  const double dram = wave * f.own + heads * f.streamed, through_l2 = wave * (f.own + f.streamed);
+  w.first_wave += std::max(dram / g.hbm_effective(), through_l2 / g.l2_bandwidth);
+  return w;
+}
+
 Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const Options& o) {
   // flashlab's own kernels are an fa2 and an fa3 (forward and backward), cuDNN's an fa3; the other
   // algorithms run their upstream kernels.
@@ -131,11 +166,15 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   setup.slots = static_cast<int64_t>(sharing * g.sm_count);
   setup.l2_capacity = g.l2_shared_bytes();
   setup.replacement = o.l2_replacement;
-  // Every CTA waits for its first loads (Q_i and its first K/V block, from DRAM) before its first GEMM: one
-  // round trip in which its slot computes nothing (the other CTAs on the SM go on at their shared rate). A
-  // CTA alone on its SM also waits for its last stores to drain: two. A persistent kernel's producer warp
-  // loads the next tile during this one: none.
-  setup.cta_start_s = shape.persistent ? 0.0 : (sharing == 1 ? 2 : 1) * g.dram_latency_s;
+  // Every CTA waits for its first loads before its first GEMM: one round trip in which its slot computes
+  // nothing (the other CTAs on the SM go on at their shared rate), then their bytes (first_loads_wait). A
+  // CTA alone on its SM also waits for its last stores to drain: another round trip. A persistent kernel's
+  // producer warp loads the next tile during this one: only the first wave waits.
+  const StartWaits waits = start_waits(g, first_loads(shape, algo, backward, d, dv, e), ctas, double(setup.slots),
+                                       ctas / (double(p.batch) * double(p.heads_q)));
+  const double drain = sharing == 1 ? g.dram_latency_s : 0.0;
+  setup.cta_start_s = shape.persistent ? 0.0 : waits.later + drain;
+  setup.first_wave_start_s = shape.persistent ? 0.0 : waits.first_wave + drain;
   KernelTimeline* tl = nullptr;
   if (o.timeline) {
     o.timeline->push_back({to_string(algo) + (backward ? " backward" : " forward"), setup.slots, setup.sms, 0, {}});
@@ -164,10 +203,9 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   c.t_hbm = (c.hbm_read_bytes + c.hbm_write_bytes) / g.hbm_effective();
   c.t_l2 = c.l2_bytes / g.l2_bandwidth;
   c.t_launch = g.kernel_launch_s;
-  // The first wave's loads come from DRAM before any CTA can compute: one round trip, already in the
-  // replay's per-CTA costs except for a persistent kernel.
-  const double first_loads = setup.cta_start_s > 0 ? 0.0 : g.dram_latency_s;
-  c.time_s = std::max({r.makespan_s + first_loads, c.t_hbm, c.t_l2}) + c.t_launch;
+  // A persistent kernel's first wave waits for its first loads like any other (the replay charged none).
+  const double first_wave = shape.persistent ? waits.first_wave : 0.0;
+  c.time_s = std::max({r.makespan_s + first_wave, c.t_hbm, c.t_l2}) + c.t_launch;
 
   if (backward && algo != Algo::fa1) {
     // FA2/FA3: preprocess (reads O, dO; writes D; zeroes dQ's fp32 accumulator) and the conversion of the

@@ -43,7 +43,7 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
       sl.next = 0;
       sl.count = grid.segments(sl.cta);
       sl.span = CtaSpan{sl.cta, s, grid.head(sl.cta), t, t, 0, 0};
-      t += setup.cta_start_s;
+      t += sl.cta < slots ? setup.first_wave_start_s : setup.cta_start_s;
       if (sl.count == 0) {
         pending.push({t, s});
         continue;

@@ -62,7 +62,8 @@ struct ReplaySetup {
   int64_t slots = 1;              // CTAs resident at once on the whole GPU
   int64_t sms = 1;                // slot s belongs to SM s % sms (the first wave spreads over the SMs)
   double l2_capacity = 0;         // bytes the replayed blocks may occupy
-  double cta_start_s = 0;         // a CTA's fixed cost before its first segment (its first loads' latency)
+  double cta_start_s = 0;         // a CTA's fixed cost before its first segment (its first loads' wait)
+  double first_wave_start_s = 0;  // the same for the CTAs dispatched at time 0, which start together
   Replacement replacement = Replacement::random;
   double time_scale = 1;          // segment seconds are per SM; the CTAs sharing an SM each run this much slower
 };
