@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cuda_check.hpp"
+#include "flashlab/fp8.hpp"
 #include "device.hpp"
 #include "kernels.hpp"
 #include "host_copy.hpp"
@@ -62,6 +63,16 @@ std::string unsupported(const std::string& kernel, const Problem& p) {
       return "unsupported: head_dim " + std::to_string(p.head_dim) + " (fa2 takes multiples of 8 up to 256)";
     return "";
   }
+  if (kernel == "fa3_fp8") {
+    if (p.dtype == DType::fp32) return "unsupported: fp32 (the FP8 forward quantizes bf16 or fp16 inputs)";
+    if (fa3_fp8_padded_head_dim(int(p.head_dim)) == 0)
+      return "unsupported: head_dim " + std::to_string(p.head_dim) + " (" + kFa3Fp8HeadDims + ")";
+    if (p.varlen()) return "unsupported: varlen (the FP8 forward takes fixed-length batches)";
+    if (dev.sm_major != 9)
+      return "skipped: fa3 needs an sm_90 GPU (wgmma, TMA); this is " + dev.name + ", sm_" +
+             std::to_string(dev.sm_major) + std::to_string(dev.sm_minor);
+    return "";
+  }
   if (kernel == "fa3") {
     if (p.dtype == DType::fp32) return "unsupported: fp32 (fa3 runs bf16 and fp16)";
     if (fa3_padded_head_dim(int(p.head_dim)) == 0)
@@ -83,7 +94,7 @@ std::string unsupported(const std::string& kernel, const Problem& p) {
 std::string backward_unsupported(const std::string& kernel, const Problem& p) {
   if (std::string why = unsupported(kernel, p); !why.empty()) return why;
   if (kernel == "fa2") return "";
-  if (kernel != "fa3") return "unsupported: no backward kernel (fa2 and fa3 have one)";
+  if (kernel != "fa3") return "unsupported: no backward kernel (fa2 and fa3 have one; FP8 is a forward)";
   if (p.mask.kind != MaskKind::none)
     return "unsupported: mask kind " + to_string(p.mask.kind) + " in the fa3 backward (fa2's backward takes it)";
   if (!fa3_backward_shape(int(p.head_dim)).supported())
@@ -91,11 +102,39 @@ std::string backward_unsupported(const std::string& kernel, const Problem& p) {
   return "";
 }
 
+// The FP8 forward: q, k and v quantized to e4m3 (per tensor, fp8.hpp), O in bf16.
+static HostForward run_fp8_forward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v) {
+  AttentionParams a = params_of(p, Dtype::bf16);
+  auto uploaded_e4m3 = [](const Tensor& t, float& descale) {
+    const fp8::Quantized x = fp8::quantize(t.data);
+    descale = x.descale;
+    DeviceBuffer b(x.bits.size());
+    FLASHLAB_CUDA(cudaMemcpy(b.ptr, x.bits.data(), x.bits.size(), cudaMemcpyHostToDevice));
+    return b;
+  };
+  DeviceBuffer q_in = uploaded_e4m3(q, a.descale_q), k_in = uploaded_e4m3(k, a.descale_k),
+               v_in = uploaded_e4m3(v, a.descale_v);
+  DeviceBuffer dout = poisoned(size_t(BasicTensor<float>::count(p.o_shape())) * 2);
+  DeviceBuffer dlse = poisoned(size_t(BasicTensor<float>::count(p.lse_shape())) * 4);
+  a.q = q_in.ptr;
+  a.k = k_in.ptr;
+  a.v = v_in.ptr;
+  a.o = dout.ptr;
+  a.lse = static_cast<float*>(dlse.ptr);
+  fa3_fp8_forward(a, nullptr);
+  FLASHLAB_CUDA(cudaDeviceSynchronize());
+  HostForward out{Tensor(p.o_shape()), Tensor(p.lse_shape())};
+  download(out.o, dout.ptr, Dtype::bf16);
+  FLASHLAB_CUDA(cudaMemcpy(out.lse.ptr(), dlse.ptr, out.lse.data.size() * 4, cudaMemcpyDeviceToHost));
+  return out;
+}
+
 HostForward run_forward(const std::string& kernel, const Problem& p, const Tensor& q, const Tensor& k,
                         const Tensor& v) {
   p.validate();
   const std::string why = unsupported(kernel, p);
   if (!why.empty()) throw Error("gpu " + kernel + ": " + why);
+  if (kernel == "fa3_fp8") return run_fp8_forward(p, q, k, v);
   const Dtype dt = kernel_dtype(kernel, p.dtype);
   const size_t es = elem_size(dt);
 

@@ -1,6 +1,7 @@
 // The GPU kernels driven from host tensors, for the shared harness and the
 // CLI: upload (converting to the kernel's dtype), poison the outputs, launch,
-// check every CUDA call, download. `kernel` is "standard", "fa1_minimal" or "fa2".
+// check every CUDA call, download. `kernel` is "standard", "fa1_minimal", "fa2", "fa3" or "fa3_fp8" (the
+// FP8 forward: q, k, v quantized here to e4m3 with per-tensor descales, fp8.hpp's quantize, O in bf16).
 #pragma once
 #include <string>
 
@@ -25,6 +26,8 @@ std::string backward_unsupported(const std::string& kernel, const Problem& p);
 // the kernel's own tiles (DenseBits, BlockLists). standard and fa1_minimal take none.
 inline std::string mask_unsupported(const std::string& kernel, const Problem& p) {
   if (p.mask.kind == MaskKind::none) return "";
+  if (kernel == "fa3_fp8")
+    return "unsupported: mask kind " + to_string(p.mask.kind) + " (the FP8 forward takes causal masks and windows)";
   if (kernel != "fa2" && kernel != "fa3")
     return "unsupported: mask kind " + to_string(p.mask.kind) + " (fa2 and fa3 take mask functions)";
   if (p.varlen())

@@ -64,6 +64,11 @@ size_t max_smem_per_block();
 // ("" when it can): it needs an sm_90 GPU.
 std::string fa3_forward_unsupported(const AttentionParams& p);
 void fa3_forward(const AttentionParams& p, cudaStream_t stream);
+// Its FP8 version: p.q, p.k, p.v in float8 e4m3 (x = e4m3 x p.descale_*, core's fp8.hpp), p.o in bf16, LSE
+// as the others; head dims padded to 128 or 256 (multiples of 16), causal and sliding windows, softcap,
+// GQA, fixed-length batches. It writes V^T into a buffer of its own first (kept a device, grown as needed).
+std::string fa3_fp8_forward_unsupported(const AttentionParams& p);
+void fa3_fp8_forward(const AttentionParams& p, cudaStream_t stream);
 // fa3/fa3_bwd.cu: its backward (wgmma for the five GEMMs, TMA, dQ by bulk reductions; p.deterministic adds
 // them in a fixed order), head dims up to 128, the window rule's masks, softcap, GQA, varlen.
 // fa3_backward_unsupported says why not ("" when it can); p.scratch holds fa3_backward_scratch_bytes(p).

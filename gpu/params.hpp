@@ -68,6 +68,9 @@ struct AttentionParams {
   uint64_t dropout_seed = 0;
   uint32_t dropout_threshold = 0;
   float dropout_keep_scale = 1.f;
+  // fa3's FP8 forward (fa3_fp8_forward): q, k, v hold e4m3 values, x = e4m3 x descale (core's fp8.hpp),
+  // o is bf16. The other kernels ignore them.
+  float descale_q = 1.f, descale_k = 1.f, descale_v = 1.f;
   // Which of the kernels' instantiations runs this problem (Features below).
   Features features() const {
     if (alibi_slopes != nullptr || dropout_threshold != 0) return Features::extras;

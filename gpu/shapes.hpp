@@ -299,6 +299,33 @@ constexpr TileShape fa3_forward_shape(int head_dim) {
   return s;
 }
 
+// fa3's FP8 forward (fa3_fp8_forward in gpu/fa3/fa3_fwd.cu): e4m3 Q, K and V, bf16 O. The forward's
+// roles and tiles, with 1-byte elements: a 128-byte swizzled row holds 128 of them, so the head dim pads to
+// 128 or 256 (multiples of 16: the copy engine's rows are 16-byte multiples) and a K/V block is 128 keys at
+// both, one such row of V^T (FP8's wgmma reads its B operand K-major only: V transposed beforehand).
+constexpr int fa3_fp8_padded_head_dim(int head_dim) {  // 128 or 256; 0: not supported
+  if (head_dim <= 0 || head_dim > 256 || head_dim % 16 != 0) return 0;
+  return head_dim <= 128 ? 128 : 256;
+}
+constexpr const char* kFa3Fp8HeadDims = "fa3's FP8 forward takes head dims that are multiples of 16 from 16 to 256";
+
+constexpr TileShape fa3_fp8_forward_shape(int head_dim) {
+  const int d = fa3_fp8_padded_head_dim(head_dim);
+  if (d == 0) return shapes_detail::unsupported("fa3_forward_kernel (gpu/fa3/fa3_fwd.cu, FP8)", kFa3Fp8HeadDims);
+  TileShape s;
+  s.kernel = "fa3_forward_kernel (gpu/fa3/fa3_fwd.cu, FP8)";
+  s.head_dim = d;
+  s.block_m = 128;
+  s.block_n = 128;
+  s.warps = 12;
+  s.threads = 384;
+  s.stages = 2;
+  s.smem_bytes = fa3_forward_smem_bytes(d, s.block_m, s.block_n, s.stages) / 2 + 1024;  // 1-byte elements
+  s.why = "the bf16 forward's roles with e4m3 operands: 128 x 128 tiles at d = 128 and 256 (1-byte elements "
+          "fit 128 keys of K and V^T in two stages), V^T by a transpose kernel";
+  return s;
+}
+
 // The backward (gpu/fa3/fa3_bwd.cu): a CTA a K/V block of Bc = 128 keys, two consumer warpgroups of 64 keys
 // each and a producer warpgroup; the Q blocks of Br rows stream past in `stages` buffers of Q, dO and their
 // rows' LSE and D. Shared memory: K and V (Bc x D), the Q and dO stages (Br x D each), dS^T twice (Bc x Br:

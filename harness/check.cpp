@@ -75,6 +75,31 @@ bool CheckResult::pass() const {
   return !fields.empty();
 }
 
+namespace {
+
+// An implementation that rounds its own inputs (Implementation::quantized), judged on the values it
+// computes on: the oracle in fp64 on them, the baseline reference::forward_fp8 (the forward only).
+CheckResult check_quantized(const Implementation& impl, const Problem& p, const Inputs& in, Pass pass) {
+  CheckResult result;
+  result.impl = impl.name;
+  Inputs x = in;
+  x.q = impl.quantized(in.q);
+  x.k = impl.quantized(in.k);
+  x.v = impl.quantized(in.v);
+  const auto oracle = reference::forward_fp64(p, x.q, x.k, x.v);
+  const auto low = reference::forward_fp8(p, x.q, x.k, x.v);
+  const auto t0 = std::chrono::steady_clock::now();
+  ForwardOut f = impl.forward(p, x.q, x.k, x.v);
+  result.fwd_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (has_fwd(pass)) {
+    result.fields.push_back(judge("O", f.o, oracle.o, max_abs_error(low.o, oracle.o)));
+    result.fields.push_back(judge("LSE", f.lse, oracle.lse, max_abs_error(low.lse, oracle.lse)));
+  }
+  return result;
+}
+
+}  // namespace
+
 CheckResult check(const Implementation& impl, const Problem& p, const Inputs& in, const Baseline& base, Pass pass) {
   CheckResult result;
   result.impl = impl.name;
@@ -88,6 +113,7 @@ CheckResult check(const Implementation& impl, const Problem& p, const Inputs& in
     result.skipped = impl.backward_unsupported(p);
     if (!result.skipped.empty()) return result;
   }
+  if (impl.quantized) return check_quantized(impl, p, in, pass);
   constexpr double kFactor = kToleranceFactor, kVarlenGradFactor = 3.0;
   auto field = [&](const char* name, const Tensor& out, const TensorD& oracle, double baseline_err, double factor) {
     result.fields.push_back(judge(name, out, oracle, baseline_err, factor));

@@ -7,6 +7,7 @@
 
 #include <tuple>
 #include "flashlab/error.hpp"
+#include "flashlab/fp8.hpp"
 
 namespace flashlab::harness {
 namespace {
@@ -66,6 +67,7 @@ std::vector<Implementation> build() {
     const char* kernel;
     const char* what;
     bool backward, deterministic;
+    bool fp8 = false;
   };
   for (const GpuEntry& e : {
            GpuEntry{"gpu-standard", "standard", "cuBLAS QK^T, a softmax kernel, cuBLAS PV: S and P in HBM (forward)",
@@ -85,6 +87,10 @@ std::vector<Implementation> build() {
            GpuEntry{"gpu-fa3-deterministic", "fa3",
                     "gpu-fa3 with the deterministic backward: dQ's reductions in a fixed order of the K/V blocks",
                     true, true},
+           GpuEntry{"gpu-fa3-fp8", "fa3_fp8",
+                    "fa3's forward on FP8: Q, K, V in e4m3 with a descale a tensor, P in e4m3, O in bf16 "
+                    "(judged on the dequantized inputs, against a baseline with P in e4m3)",
+                    false, false, true},
        }) {
     const std::string k = e.kernel;
     const bool det = e.deterministic;
@@ -105,6 +111,13 @@ std::vector<Implementation> build() {
           return gpu::unsupported(k, p);
         },
     };
+    if (e.fp8)
+      impl.quantized = [](const Tensor& t) {
+        const fp8::Quantized x = fp8::quantize(t.data);
+        Tensor values = t;
+        for (size_t i = 0; i < values.data.size(); ++i) values.data[i] = x.value(i);
+        return values;
+      };
     if (e.backward) {
       impl.backward_unsupported = [k](const Problem& p) {
         if (const std::string why = gpu::mask_unsupported(k, p); !why.empty()) return why;

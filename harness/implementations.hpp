@@ -32,6 +32,10 @@ struct Implementation {
   std::function<std::string(const Problem&)> unsupported;
   // The same for the backward where it can refuse more than the forward (null: as `unsupported`).
   std::function<std::string(const Problem&)> backward_unsupported = nullptr;
+  // An implementation that rounds its inputs itself (gpu-fa3-fp8: e4m3 with a descale a tensor) is
+  // judged on the values it computes on: `quantized` gives them for Q, K and V, and check() takes the
+  // oracle and the baseline on them, the baseline in reference::Precision::fp8 (null: the inputs as given).
+  std::function<Tensor(const Tensor&)> quantized = nullptr;
 };
 
 const std::vector<Implementation>& implementations();

@@ -9,6 +9,7 @@
 
 #include "flashlab/dropout.hpp"
 #include "flashlab/error.hpp"
+#include "flashlab/fp8.hpp"
 #include "flashlab/score.hpp"
 #include "flashlab/views.hpp"
 #include "flashlab/parallel.hpp"
@@ -20,7 +21,11 @@ template <class Real>
 struct Rounder {
   DType dtype;
   bool active;  // false for the fp64 oracle
-  Real operator()(Real x) const { return active ? static_cast<Real>(round_to(dtype, static_cast<float>(x))) : x; }
+  bool e4m3 = false;  // round to fp8 e4m3 instead (Precision::fp8's P)
+  Real operator()(Real x) const {
+    if (!active) return x;
+    return static_cast<Real>(e4m3 ? fp8::round_to_e4m3(static_cast<float>(x)) : round_to(dtype, static_cast<float>(x)));
+  }
   template <class M>
   void all(M& m) const {
     if (active) m = m.unaryExpr([this](Real x) { return (*this)(x); });
@@ -57,9 +62,11 @@ void scores(const Problem& p, int64_t b, int64_t h, const RowMajor<Real>& dot, R
 }
 
 // P = softmax(S) row by row; lse_i = m_i + log(l_i). A row with no visible
-// column has P = 0 and lse = -inf instead of 0/0.
+// column has P = 0 and lse = -inf instead of 0/0. `unnormalized`, when active,
+// rounds P~ = exp(S - m) before the division by l (Precision::fp8's e4m3).
 template <class Real>
-void softmax_rows(RowMajor<Real>& s_to_p, Eigen::Matrix<Real, Eigen::Dynamic, 1>& lse) {
+void softmax_rows(RowMajor<Real>& s_to_p, Eigen::Matrix<Real, Eigen::Dynamic, 1>& lse,
+                  const Rounder<Real>& unnormalized = {DType::fp32, false}) {
   lse.resize(s_to_p.rows());
   for (int64_t i = 0; i < s_to_p.rows(); ++i) {
     auto row = s_to_p.row(i);
@@ -71,6 +78,7 @@ void softmax_rows(RowMajor<Real>& s_to_p, Eigen::Matrix<Real, Eigen::Dynamic, 1>
     }
     row = (row.array() - m).exp();
     const Real l = row.sum();
+    unnormalized.all(row);
     row /= l;
     lse(i) = m + std::log(l);
   }
@@ -81,7 +89,9 @@ Forward<Real> forward_impl(const Problem& p, const Tensor& q, const Tensor& k, c
                            const Options& options) {
   p.validate();
   check_memory(p, precision, false, options);
-  const Rounder<Real> rnd{p.dtype, precision == Precision::input && p.dtype != DType::fp32};
+  const bool fp8 = precision == Precision::fp8;
+  const Rounder<Real> rnd{fp8 ? DType::bf16 : p.dtype, fp8 || (precision == Precision::input && p.dtype != DType::fp32)};
+  const Rounder<Real> rnd_p{DType::fp32, fp8, true};  // fp8: P~ in e4m3
   Forward<Real> out{BasicTensor<Real>(p.o_shape()), BasicTensor<Real>(p.lse_shape())};
 
   parallel_for(p.batch * p.heads_q, [&](int64_t bh) {
@@ -94,8 +104,8 @@ Forward<Real> forward_impl(const Problem& p, const Tensor& q, const Tensor& k, c
     RowMajor<Real> P;                                                    // (sq, sk): S, then softmax(S) in place
     scores(p, b, h, dot, P);
     Eigen::Matrix<Real, Eigen::Dynamic, 1> lse;                          // (sq)
-    softmax_rows(P, lse);
-    rnd.all(P);
+    softmax_rows(P, lse, rnd_p);
+    if (!fp8) rnd.all(P);
     RowMajor<Real> O = p.dropout_p > 0 ? RowMajor<Real>(P.cwiseProduct(dropout_scale<Real>(p, b, h)) * V)
                                        : RowMajor<Real>(P * V);          // (sq, dv)
     rnd.all(O);
@@ -190,6 +200,9 @@ Forward<double> forward_fp64(const Problem& p, const Tensor& q, const Tensor& k,
 }
 Forward<float> forward_lowp(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Options& o) {
   return forward_impl<float>(p, q, k, v, Precision::input, o);
+}
+Forward<float> forward_fp8(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Options& o) {
+  return forward_impl<float>(p, q, k, v, Precision::fp8, o);
 }
 Backward<double> backward_fp64(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& d_o, const Options& o) {

@@ -9,6 +9,13 @@
 //                     rounded to the problem's dtype, the way a low-precision
 //                     framework computes it. Its error against the oracle sets
 //                     the tolerance every other implementation must meet.
+//   Precision::fp8    (forward) what an FP8 kernel's rule is measured by, on
+//                     inputs that already hold e4m3 values times their
+//                     descales: S and O rounded to bf16, as FlashAttention-3's
+//                     FP8 test computes its reference (in bf16 on the
+//                     dequantized inputs), and the unnormalized P~ = exp(S - m)
+//                     rounded to e4m3 before P~ V, the operand an FP8 kernel's
+//                     second GEMM reads (the row sum l stays in fp32).
 //
 // Memory: S and P cost sq * sk * sizeof(real) each per head in flight. A
 // problem whose matrices exceed the budget is refused before anything is
@@ -21,7 +28,7 @@
 
 namespace flashlab::reference {
 
-enum class Precision { fp64, input };
+enum class Precision { fp64, input, fp8 };
 
 template <class T>
 struct Forward {
@@ -49,6 +56,8 @@ Forward<double> forward_fp64(const Problem& p, const Tensor& q, const Tensor& k,
                              const Options& options = {});
 Forward<float> forward_lowp(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
                             const Options& options = {});
+Forward<float> forward_fp8(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Options& options = {});
 
 // dO has O's shape. The backward pass recomputes S and P itself.
 Backward<double> backward_fp64(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,

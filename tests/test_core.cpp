@@ -8,6 +8,7 @@
 
 #include "flashlab/dtype.hpp"
 #include "flashlab/error.hpp"
+#include "flashlab/fp8.hpp"
 #include "flashlab/npy.hpp"
 
 using namespace flashlab;
@@ -46,6 +47,35 @@ std::string npy_bytes(const std::string& dict, size_t data_bytes) {
   return s + h + std::string(data_bytes, '\0');
 }
 }  // namespace
+
+TEST_CASE("fp8 e4m3: every code reads back to itself, rounding is to nearest even and saturates") {
+  // Every finite code round-trips (the two zeros included), and its value is what the format says.
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7F) == 0x7F) continue;  // NaN
+    const float v = fp8::e4m3_value(uint8_t(b));
+    CHECK(fp8::e4m3_bits(v) == uint8_t(b));
+  }
+  CHECK(fp8::e4m3_value(0x7E) == 448.0f);           // the largest finite
+  CHECK(fp8::e4m3_value(0x01) == 0x1p-9f);          // the smallest subnormal
+  CHECK(fp8::e4m3_value(0x08) == 0x1p-6f);          // the smallest normal
+  CHECK(fp8::e4m3_value(0x38) == 1.0f);
+  CHECK(std::isnan(fp8::e4m3_value(0x7F)));
+  CHECK(fp8::round_to_e4m3(1.0f + 0x1p-4f) == 1.0f);                // tie between 1 and 1.125 -> even (1)
+  CHECK(fp8::round_to_e4m3(1.125f + 0x1p-4f) == 1.25f);             // tie -> even (1.25)
+  CHECK(fp8::round_to_e4m3(1.0f + 0x1p-4f + 0x1p-10f) == 1.125f);   // past the tie
+  CHECK(fp8::round_to_e4m3(0x1p-10f) == 0.0f);                      // half the smallest subnormal: to even (0)
+  CHECK(fp8::round_to_e4m3(3 * 0x1p-10f) == 0x1p-8f);               // 1.5 subnormal quanta -> 2
+  CHECK(fp8::round_to_e4m3(-0.3f) == -0.3125f);
+  CHECK(fp8::round_to_e4m3(1000.0f) == 448.0f);                     // saturates
+  CHECK(fp8::round_to_e4m3(-INFINITY) == -448.0f);
+  // Quantization puts the largest magnitude on 448 and reads back within e4m3's relative spacing.
+  const std::vector<float> x = {0.5f, -2.0f, 0.01f, 1.5f, 0.0f};
+  const fp8::Quantized q = fp8::quantize(x);
+  CHECK(q.descale == doctest::Approx(2.0f / 448.0f));
+  CHECK(q.value(1) == -2.0f);
+  for (size_t i = 0; i < x.size(); ++i) CHECK(std::abs(q.value(i) - x[i]) <= std::abs(x[i]) / 16 + q.descale * 0x1p-10f);
+  CHECK(fp8::quantize({0.0f, 0.0f}).descale == 1.0f);
+}
 
 TEST_CASE(".npy round trip in f32 and f16") {
   Tensor t({2, 3, 4});

@@ -9,6 +9,7 @@
 //                    warpgroup's GEMMs run, the other computes its softmax.
 #pragma once
 #include <cmath>
+#include <type_traits>
 
 #include "../mask.cuh"
 #include "../mma.cuh"
@@ -65,12 +66,16 @@ struct Rows {
   }
 };
 
-// S = Q K^T for this warpgroup's 64 rows against K in stage s: D / 16 wgmmas of 16 head-dim columns,
-// a new 128-byte row block every four.
+// Elements a wgmma k-step reads: 32 bytes of a row (16 of a 16-bit type, 32 of FP8).
+template <typename T>
+constexpr int kKStep = 32 / int(sizeof(T));
+
+// S = Q K^T for this warpgroup's 64 rows against K in stage s: D / kKStep wgmmas of 32 bytes of head dim
+// each, a new 128-byte row block every four.
 template <class S, typename T>
 __device__ __forceinline__ void issue_qk(float (&acc_s)[S::kBc / 8][4], Smem<S, T>& sm, int wg, int s) {
 #pragma unroll
-  for (int kk = 0; kk < S::D / 16; ++kk) {
+  for (int kk = 0; kk < S::D / kKStep<T>; ++kk) {
     const uint32_t off = (kk % 4) * 32;  // bytes into the 128-byte swizzled row
     const uint64_t a = sw128_desc(smem_u32(&sm.q[kk / 4][wg * 64][0]) + off, 16, 1024);
     const uint64_t b = sw128_desc(smem_u32(&sm.k[s][kk / 4][0][0]) + off, 16, 1024);
@@ -79,17 +84,51 @@ __device__ __forceinline__ void issue_qk(float (&acc_s)[S::kBc / 8][4], Smem<S, 
   wgmma_commit();
 }
 
-// O += P~ V for V in stage s: Bc / 16 wgmmas of 16 keys, P~ from registers, V read N-major (its rows
-// run along the head dim, 64-column blocks kBc x 128 bytes apart).
+// O += P~ V for V in stage s: Bc / kKStep wgmmas, P~ from registers. 16-bit V is read N-major (its rows
+// run along the head dim, 64-column blocks kBc x 128 bytes apart); FP8's V^T K-major, as K is read.
 template <class S, typename T>
-__device__ __forceinline__ void issue_pv(float (&acc_o)[S::D / 8][4], const uint32_t (&pa)[S::kBc / 16][4],
+__device__ __forceinline__ void issue_pv(float (&acc_o)[S::D / 8][4], const uint32_t (&pa)[S::kBc / kKStep<T>][4],
                                          Smem<S, T>& sm, int s) {
 #pragma unroll
-  for (int kk = 0; kk < S::kBc / 16; ++kk) {
-    const uint64_t b = sw128_desc(smem_u32(&sm.v[s][0][kk * 16][0]), S::kBc * 128, 1024);
-    mma_rs_bt<S::D, T>(acc_o, pa[kk], b, 1);
+  for (int kk = 0; kk < S::kBc / kKStep<T>; ++kk) {
+    if constexpr (Smem<S, T>::kVt) {
+      const uint64_t b = sw128_desc(smem_u32(&sm.v[s][kk / 4][0][0]) + (kk % 4) * 32, 16, 1024);
+      mma_rs<S::D, T>(acc_o, pa[kk], b, 1);
+    } else {
+      const uint64_t b = sw128_desc(smem_u32(&sm.v[s][0][kk * 16][0]), S::kBc * 128, 1024);
+      mma_rs_bt<S::D, T>(acc_o, pa[kk], b, 1);
+    }
   }
   wgmma_commit();
+}
+
+// Four floats as four e4m3 bytes, the first in the low byte (round to nearest even, saturating).
+__device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+  return lo | (hi << 16);
+}
+
+// P~ (S's accumulator after the softmax) as the A operand of O += P~ V, a row of pa a wgmma k-step. 16-bit
+// types pack two 8-key blocks a step: the accumulator's layout is the A fragment's (mma::c_to_a). FP8
+// packs four: a thread holds keys 2t, 2t + 1 of each 8-key block where the k32 A fragment names keys
+// 4t .. 4t + 3 (and 16 + 4t ..), so it hands over its own keys in their place, and V^T stores each 32-key
+// group's keys in the order that puts the matching V row there (fa3_fwd.cu's fp8_key_order): the sum over
+// keys is the same.
+template <typename T, int kBc>
+__device__ __forceinline__ void p_to_a(uint32_t (&pa)[kBc / kKStep<T>][4], const float (&s)[kBc / 8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kBc / kKStep<T>; ++kk) {
+    if constexpr (sizeof(T) == 1) {
+      const float(&b0)[4] = s[4 * kk], (&b1)[4] = s[4 * kk + 1], (&b2)[4] = s[4 * kk + 2], (&b3)[4] = s[4 * kk + 3];
+      pa[kk][0] = e4m3x4(b0[0], b0[1], b1[0], b1[1]);  // row g
+      pa[kk][1] = e4m3x4(b0[2], b0[3], b1[2], b1[3]);  // row g + 8
+      pa[kk][2] = e4m3x4(b2[0], b2[1], b3[0], b3[1]);
+      pa[kk][3] = e4m3x4(b2[2], b2[3], b3[2], b3[3]);
+    } else {
+      mma::c_to_a<T>(pa[kk], s[2 * kk], s[2 * kk + 1]);
+    }
+  }
 }
 
 // Consumer warpgroup `wg` (0 .. kConsumers - 1) computes rows [64 wg, 64 wg + 64) of each of its CTA's tiles.
@@ -159,7 +198,7 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     float acc_o[D / 8][4];
     mma::zero(acc_o);
     float acc_s[kBc / 8][4];
-    uint32_t pa[kBc / 16][4];  // P~ of the previous block as the A operand (two 8-key blocks a 16-key step)
+    uint32_t pa[kBc / kKStep<T>][4];  // P~ of the previous block as the A operand (p_to_a)
     float alpha[2];
 
     mbar_wait(&sm.q_full, tile_it & 1);
@@ -180,8 +219,7 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
         if (n == 1 && lane == 0) mbar_arrive(&sm.q_empty);  // this warp's last S = Q K^T is done
         const int j = block(x0);
         rows.softmax(acc_s, j, needs_mask(x0, j), p, c, alpha);
-#pragma unroll
-        for (int kk = 0; kk < kBc / 16; ++kk) mma::c_to_a<T>(pa[kk], acc_s[2 * kk], acc_s[2 * kk + 1]);
+        p_to_a<T, kBc>(pa, acc_s);
         ++it;
       }
       // Blocks 1 .. n-1 of the walk: S_j and the previous block's P V in flight together; S_j's softmax under
@@ -206,8 +244,7 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
         wgmma_wait<0>();  // P_{j-1} V_{j-1} is done: its registers and V's stage are free
         fence_regs(acc_o);
         if (lane == 0) mbar_arrive(&sm.v_empty[sp]);
-#pragma unroll
-        for (int kk = 0; kk < kBc / 16; ++kk) mma::c_to_a<T>(pa[kk], acc_s[2 * kk], acc_s[2 * kk + 1]);
+        p_to_a<T, kBc>(pa, acc_s);
       }
       // The last block's P V.
       {
@@ -226,21 +263,24 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
       mbar_arrive(&sm.q_empty);  // no key to see: Q was not needed
     }
 
-    // Epilogue: O_i = diag(l_i)^-1 O_i, LSE_i = m_i ln 2 + ln l_i; rows past sq and padded columns left out.
+    // Epilogue: O_i = diag(l_i)^-1 O_i (FP8: times V's descale, into bf16), LSE_i = m_i ln 2 + ln l_i; rows
+    // past sq and padded columns left out.
+    using To = std::conditional_t<sizeof(T) == 1, __nv_bfloat16, T>;
     const Sequence seq = sequence_of(p, tile.batch);
-    T* o = static_cast<T*>(p.o) + seq.o_base + int64_t(tile.head) * p.o_head_stride;
+    To* o = static_cast<To*>(p.o) + seq.o_base + int64_t(tile.head) * p.o_head_stride;
     float* lse = p.lse + seq.row_array(tile.head, tile.batch, p);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float l = softmax::quad_sum(rows.sum[r]);
-      const float inv = l > 0.f ? 1.f / l : 0.f;
+      float inv = l > 0.f ? 1.f / l : 0.f;
+      if constexpr (sizeof(T) == 1) inv *= p.descale_v;
       const int row = row0 + wg * 64 + warp * 16 + qrow + 8 * r;
       if (row >= sq) continue;
 #pragma unroll
       for (int nn = 0; nn < D / 8; ++nn) {
         if (nn * 8 >= p.head_dim) break;
         *reinterpret_cast<uint32_t*>(o + int64_t(row) * p.o_row_stride + nn * 8 + rows.qcol) =
-            mma::pack2<T>(acc_o[nn][2 * r] * inv, acc_o[nn][2 * r + 1] * inv);
+            mma::pack2<To>(acc_o[nn][2 * r] * inv, acc_o[nn][2 * r + 1] * inv);
       }
       if (lane % 4 == 0) lse[row] = softmax::lse(rows.max[r], c, l);
     }

@@ -187,6 +187,109 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   FLASHLAB_CUDA_LAUNCHED();
 }
 
+// ---- FP8: e4m3 Q, K and V with per-tensor descales, bf16 O. The same kernel on 1-byte elements; V^T
+// written first by fp8_transpose_v, since FP8's wgmma reads its B operand K-major only.
+
+// V^T's key order within each group of 32 keys (consumer.cuh p_to_a): position k holds key fp8_key_order(k).
+__host__ __device__ constexpr int fp8_key_order(int k) {
+  const int half = k / 16, t = (k % 16) / 4, i = k % 4;
+  return 16 * half + (i < 2 ? 2 * t + i : 8 + 2 * t + i - 2);
+}
+static_assert(fp8_key_order(0) == 0 && fp8_key_order(2) == 8 && fp8_key_order(4) == 2 && fp8_key_order(31) == 31,
+              "the k32 A fragment's columns 4t..4t+3 are a thread's keys 2t, 2t+1, 8+2t, 9+2t");
+
+// V (batch, seqlen_k, heads_kv, head_dim) -> V^T (batch x heads_kv planes, head_dim rows, `keys` = seqlen_k
+// rounded up to 32), each 32-key group in fp8_key_order, keys past seqlen_k zero. A CTA of 256 threads moves
+// a 64-key x 64-column tile through shared memory, 16 bytes a thread each way.
+__global__ void __launch_bounds__(256) fp8_transpose_v(const AttentionParams p, uint8_t* vt, int keys) {
+  __shared__ __align__(16) uint8_t tile[64][64 + 16];
+  const int key0 = blockIdx.x * 64, col0 = blockIdx.y * 64, plane = blockIdx.z;
+  const int b = plane / p.heads_kv, h = plane % p.heads_kv;
+  const uint8_t* v = static_cast<const uint8_t*>(p.v) + b * p.v_batch_stride + h * p.v_head_stride;
+  {
+    const int r = threadIdx.x / 4, c = (threadIdx.x % 4) * 16;
+    uint4 x = make_uint4(0, 0, 0, 0);
+    if (key0 + r < p.seqlen_k && col0 + c < p.head_dim)
+      x = *reinterpret_cast<const uint4*>(v + int64_t(key0 + r) * p.v_row_stride + col0 + c);
+    *reinterpret_cast<uint4*>(&tile[r][c]) = x;
+  }
+  __syncthreads();
+  const int n = threadIdx.x / 4, k0 = (threadIdx.x % 4) * 16;  // this thread's row of V^T and 16 keys of it
+  if (col0 + n >= p.head_dim || key0 + k0 >= keys) return;
+  uint32_t w[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    w[q] = 0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int k = k0 + 4 * q + e;
+      w[q] |= uint32_t(tile[k / 32 * 32 + fp8_key_order(k % 32)][n]) << (8 * e);
+    }
+  }
+  *reinterpret_cast<uint4*>(vt + (int64_t(plane) * p.head_dim + col0 + n) * keys + key0 + k0) =
+      make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// V^T's buffer: one a device, kept and grown to the largest problem run so far (cudaMalloc synchronizes
+// the device, so it happens only when a problem outgrows it).
+uint8_t* fp8_vt_buffer(size_t bytes) {
+  static std::mutex mutex;
+  static std::map<int, std::pair<void*, size_t>> buffers;
+  int dev = 0;
+  FLASHLAB_CUDA(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto& [ptr, size] = buffers[dev];
+  if (size < bytes) {
+    if (ptr) FLASHLAB_CUDA(cudaFree(ptr));
+    ptr = nullptr;
+    size = 0;
+    FLASHLAB_CUDA(cudaMalloc(&ptr, bytes));
+    size = bytes;
+  }
+  return static_cast<uint8_t*>(ptr);
+}
+
+// The FP8 kernel's shape is shapes.hpp's fa3_fp8_forward_shape.
+template <int D>
+struct Fp8Of {
+  static constexpr TileShape s = fa3_fp8_forward_shape(D);
+  using type = Shape<D, s.block_n, s.stages, s.block_m / 64>;
+  static_assert(s.head_dim == D && type::kBr == s.block_m && type::kThreads == s.threads,
+                "fa3_fp8_forward_shape(D) must be a shape of this file's kernel");
+  static_assert(sizeof(Smem<type, __nv_fp8_e4m3>) + 1024 <= size_t(s.smem_bytes),
+                "shapes.hpp's shared memory must cover the kernel's (with its 1024-byte alignment)");
+  static constexpr size_t smem = s.smem_bytes;
+};
+
+template <int D>
+void launch_fp8(const AttentionParams& in, cudaStream_t stream) {
+  using S = typename Fp8Of<D>::type;
+  using T = __nv_fp8_e4m3;
+  constexpr size_t smem = Fp8Of<D>::smem;
+  AttentionParams p = in;
+  p.scale = in.scale * in.descale_q * in.descale_k;  // scores of the e4m3 values -> true scores, in one factor
+  const int keys = (p.seqlen_k + 31) / 32 * 32;
+  const int64_t planes = int64_t(p.batch) * p.heads_kv;
+  uint8_t* vt = fp8_vt_buffer(size_t(planes) * p.head_dim * keys);
+  fp8_transpose_v<<<dim3((keys + 63) / 64, (p.head_dim + 63) / 64, unsigned(planes)), 256, 0, stream>>>(p, vt, keys);
+  FLASHLAB_CUDA_LAUNCHED();
+  const CUtensorMap map_q = rows_heads_map(p.q, int64_t(p.batch) * p.seqlen_q, p.heads_q, p.head_dim, p.q_row_stride,
+                                           p.q_head_stride, S::kBr, 1);
+  const CUtensorMap map_k = rows_heads_map(p.k, int64_t(p.batch) * p.seqlen_k, p.heads_kv, p.head_dim,
+                                           p.k_row_stride, p.k_head_stride, S::kBc, 1);
+  const CUtensorMap map_v = vt_map(vt, keys, p.head_dim, planes, D);
+  const bool causal = p.window_right == 0 && p.window_left < 0;
+  const double kv_bytes = 2.0 * p.seqlen_k * D / (p.heads_q / p.heads_kv);  // 1 byte an element
+  const int section = std::max(1, int(device_attribute(cudaDevAttrL2CacheSize) / 2 / kv_bytes));
+  const TileScheduler sched{(p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch, causal, section,
+                            tile_counter(stream)};
+  const auto kernel = p.softcap > 0.f ? &fa3_forward_kernel<S, T, true, false> : &fa3_forward_kernel<S, T, false, false>;
+  FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const int grid = std::min(sched.count(), device_attribute(cudaDevAttrMultiProcessorCount));
+  kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, sched);
+  FLASHLAB_CUDA_LAUNCHED();
+}
+
 template <typename T>
 void dispatch_dim(const AttentionParams& p, cudaStream_t stream) {
   switch (fa3_padded_head_dim(p.head_dim)) {
@@ -199,9 +302,8 @@ void dispatch_dim(const AttentionParams& p, cudaStream_t stream) {
 
 }  // namespace
 
-std::string fa3_forward_unsupported(const AttentionParams& p) {
-  if (p.dtype == Dtype::fp32) return "fp32 (fa3 runs bf16 and fp16)";
-  if (fa3_padded_head_dim(p.head_dim) == 0) return "head_dim " + std::to_string(p.head_dim) + " (" + kFa3HeadDims + ")";
+// "" on an sm_90 device, else why fa3 cannot run here.
+std::string hopper_unsupported() {
   int dev = 0, major = 0, minor = 0;
   if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
@@ -210,6 +312,13 @@ std::string fa3_forward_unsupported(const AttentionParams& p) {
   if (major != 9 || minor != 0)
     return "compute capability " + std::to_string(major) + "." + std::to_string(minor) +
            " (fa3 needs sm_90a: wgmma and the bulk tensor copy engine exist only on Hopper)";
+  return "";
+}
+
+std::string fa3_forward_unsupported(const AttentionParams& p) {
+  if (p.dtype == Dtype::fp32) return "fp32 (fa3 runs bf16 and fp16)";
+  if (fa3_padded_head_dim(p.head_dim) == 0) return "head_dim " + std::to_string(p.head_dim) + " (" + kFa3HeadDims + ")";
+  if (std::string why = hopper_unsupported(); !why.empty()) return why;
   if (p.cu_seqlens_q && (p.total_q <= 0 || p.total_k <= 0)) return "varlen without total_q / total_k";
   const bool folded = p.cu_seqlens_q != nullptr ||
                       (p.q_batch_stride == int64_t(p.seqlen_q) * p.q_row_stride &&
@@ -220,6 +329,32 @@ std::string fa3_forward_unsupported(const AttentionParams& p) {
   if (p.bits.words && !p.fa3_blocks.counts)
     return "a dense mask without fa3's block lists (params.hpp fa3_blocks; launch.hpp DeviceMask makes them)";
   return "";
+}
+
+std::string fa3_fp8_forward_unsupported(const AttentionParams& p) {
+  if (fa3_fp8_padded_head_dim(p.head_dim) == 0)
+    return "head_dim " + std::to_string(p.head_dim) + " (" + kFa3Fp8HeadDims + ")";
+  if (std::string why = hopper_unsupported(); !why.empty()) return why;
+  if (p.cu_seqlens_q) return "varlen (the FP8 forward takes fixed-length batches: V^T is laid out a batch entry a plane)";
+  if (p.mask_lo || p.bits.words) return "mask functions (the FP8 forward takes causal masks and sliding windows)";
+  if (p.alibi_slopes || p.dropout_threshold) return "ALiBi and dropout (fa2 has them)";
+  const bool folded = p.q_batch_stride == int64_t(p.seqlen_q) * p.q_row_stride &&
+                      p.k_batch_stride == int64_t(p.seqlen_k) * p.k_row_stride;
+  if (!folded) return "batch strides other than seqlen x row stride (fa3 folds batch and sequence into rows)";
+  for (int64_t stride : {p.q_row_stride, p.q_head_stride, p.k_row_stride, p.k_head_stride, p.v_batch_stride,
+                         p.v_row_stride, p.v_head_stride})
+    if (stride % 16 != 0) return "strides that are not multiples of 16 bytes (the copy engine's rule)";
+  if (!(p.descale_q > 0.f && p.descale_k > 0.f && p.descale_v > 0.f) || !std::isfinite(p.descale_q) ||
+      !std::isfinite(p.descale_k) || !std::isfinite(p.descale_v))
+    return "descale factors must be positive and finite";
+  return "";
+}
+
+void fa3_fp8_forward(const AttentionParams& p, cudaStream_t stream) {
+  const std::string why = fa3_fp8_forward_unsupported(p);
+  if (!why.empty()) throw Error("fa3 FP8 forward: unsupported: " + why);
+  if (fa3_fp8_padded_head_dim(p.head_dim) == 128) launch_fp8<128>(p, stream);
+  else launch_fp8<256>(p, stream);
 }
 
 void fa3_forward(const AttentionParams& p, cudaStream_t stream) {

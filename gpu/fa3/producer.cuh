@@ -8,10 +8,11 @@ namespace flashlab::gpu::fa3 {
 // those the consumers will walk, in their order: a run of key_blocks, or with kMask (a mask function,
 // params.hpp mask_lo / mask_hi) the run its row intervals give, or under a dense mask the Q block's list
 // (sequence.cuh BlockWalk: partial blocks, then full ones), so that stage `it % kStages` holds the same
-// block on both sides.
+// block on both sides. Under FP8 V's map is V^T's (fa3_fwd.cu vt_map: keys, head dim, batch x kv head).
 template <class S, typename T, bool kMask>
 __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileScheduler& sched,
                         const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v) {
+  using M = Smem<S, T>;
   constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages;
   constexpr uint32_t kQBytes = kBr * D * sizeof(T), kKVBytes = kBc * D * sizeof(T);
   const int group = p.heads_q / p.heads_kv;
@@ -40,21 +41,26 @@ __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     mbar_wait(&sm.q_empty, (tile_it & 1) ^ 1);  // the previous tile's last S = Q K^T is done
     mbar_arrive_expect_tx(&sm.q_full, kQBytes);
 #pragma unroll
-    for (int c = 0; c < S::kChunks; ++c)
-      tma_load_3d(&sm.q[c][0][0], map_q, &sm.q_full, c * 64, int(seq.row_base) + row0, tile.head);
+    for (int c = 0; c < M::kChunks; ++c)
+      tma_load_3d(&sm.q[c][0][0], map_q, &sm.q_full, c * M::kRow, int(seq.row_base) + row0, tile.head);
     for (int x = x0; x < x1; ++x, ++it) {
       const int j = kMask ? walk.block(x) : x;
       const int s = it % kStages, parity = (it / kStages) & 1;
       mbar_wait(&sm.k_empty[s], parity ^ 1);
       mbar_arrive_expect_tx(&sm.k_full[s], kKVBytes);
 #pragma unroll
-      for (int c = 0; c < S::kChunks; ++c)
-        tma_load_3d(&sm.k[s][c][0][0], map_k, &sm.k_full[s], c * 64, k_rows + j * kBc, kv_head);
+      for (int c = 0; c < M::kChunks; ++c)
+        tma_load_3d(&sm.k[s][c][0][0], map_k, &sm.k_full[s], c * M::kRow, k_rows + j * kBc, kv_head);
       mbar_wait(&sm.v_empty[s], parity ^ 1);
       mbar_arrive_expect_tx(&sm.v_full[s], kKVBytes);
 #pragma unroll
-      for (int c = 0; c < S::kChunks; ++c)
-        tma_load_3d(&sm.v[s][c][0][0], map_v, &sm.v_full[s], c * 64, k_rows + j * kBc, kv_head);
+      for (int c = 0; c < M::kVChunks; ++c) {
+        if constexpr (M::kVt)  // V^T of this batch entry's kv head: keys along the row, head-dim rows
+          tma_load_3d(&sm.v[s][c][0][0], map_v, &sm.v_full[s], j * kBc + c * M::kRow, 0,
+                      tile.batch * p.heads_kv + kv_head);
+        else
+          tma_load_3d(&sm.v[s][c][0][0], map_v, &sm.v_full[s], c * M::kRow, k_rows + j * kBc, kv_head);
+      }
     }
     ++tile_it;
   }

@@ -32,17 +32,23 @@ struct Shape : RegisterSplit<kConsumers_, kConsumers_ == 2 ? 24 : 32> {
   static constexpr int D = D_, kBc = kBc_, kStages = kStages_;
   static constexpr int kConsumers = kConsumers_;
   static constexpr int kBr = 64 * kConsumers;
-  static constexpr int kChunks = D / 64;             // 64-column (128-byte) blocks of a row
   static constexpr int kConsumerWarps = 4 * kConsumers;
 };
 
-// Shared memory: every tile as 64-column blocks of 128-byte rows, as the copy engine's 128-byte swizzle
-// lays them (each block 1024-byte aligned: the swizzle is a function of the address).
+// Shared memory: every tile as blocks of 128-byte rows (64 columns of a 16-bit type, 128 of FP8), as the
+// copy engine's 128-byte swizzle lays them (each block 1024-byte aligned: the swizzle is a function of
+// the address). V as loaded, Bc rows of D, read N-major by O += P V; under FP8, whose wgmma reads B only
+// K-major, V^T: D rows of Bc keys (fa3_fwd.cu's transpose writes it).
 template <class S, typename T>
 struct Smem {
-  T q[S::kChunks][S::kBr][64];
-  T k[S::kStages][S::kChunks][S::kBc][64];
-  T v[S::kStages][S::kChunks][S::kBc][64];
+  static constexpr int kRow = 128 / int(sizeof(T));  // elements in a 128-byte row
+  static constexpr int kChunks = S::D / kRow;        // 128-byte blocks of a Q or K row
+  static constexpr bool kVt = sizeof(T) == 1;
+  static constexpr int kVChunks = kVt ? S::kBc / kRow : kChunks, kVRows = kVt ? S::D : S::kBc;
+  static_assert(S::D % kRow == 0 && (!kVt || S::kBc % kRow == 0), "rows of whole 128-byte blocks");
+  T q[kChunks][S::kBr][kRow];
+  T k[S::kStages][kChunks][S::kBc][kRow];
+  T v[S::kStages][kVChunks][kVRows][kRow];
   uint64_t q_full, q_empty;
   uint64_t k_full[S::kStages], k_empty[S::kStages], v_full[S::kStages], v_empty[S::kStages];
   int tile[2];                           // the tile indices the producer hands the consumers

@@ -9,12 +9,17 @@
 
 namespace flashlab::gpu::fa3 {
 
-// A (rows, heads, head_dim) view of a 16-bit tensor whose rows are `row_stride` elements apart and whose
-// heads `head_stride` apart (a (batch, seqlen, heads, d) tensor with batch and seqlen folded into rows,
-// or a packed varlen one). Boxes are 64 columns (128 bytes, the 128-byte swizzle's width) by `box_rows`
-// rows of one head, written to shared memory with the 128-byte swizzle; columns at or past `head_dim`
-// and rows past `rows` read as zeros.
+// A (rows, heads, head_dim) view of a tensor of 16-bit (elem_bytes 2) or FP8 (1) elements whose rows are
+// `row_stride` elements apart and whose heads `head_stride` apart (a (batch, seqlen, heads, d) tensor with
+// batch and seqlen folded into rows, or a packed varlen one). Boxes are 128 bytes of columns (the 128-byte
+// swizzle's width: 64 or 128 elements) by `box_rows` rows of one head, written to shared memory with the
+// 128-byte swizzle; columns at or past `head_dim` and rows past `rows` read as zeros.
 CUtensorMap rows_heads_map(const void* base, int64_t rows, int heads, int head_dim, int64_t row_stride,
-                           int64_t head_stride, int box_rows);
+                           int64_t head_stride, int box_rows, int elem_bytes = 2);
+
+// V^T for the FP8 forward: `slabs` (batch x kv head) planes of `head_dim` rows of `keys` bytes (a multiple
+// of 16). Boxes are 128 keys by `box_rows` head-dim rows of one plane, 128-byte swizzled; keys past `keys`
+// and rows past `head_dim` read as zeros.
+CUtensorMap vt_map(const void* base, int64_t keys, int head_dim, int64_t slabs, int box_rows);
 
 }  // namespace flashlab::gpu::fa3
