@@ -91,7 +91,7 @@ void add_shapes(CLI::App& app) {
   cmd->add_option("--hdim,--head-dim", opts->head_dims, "head dims, comma-separated (e.g. 64,128,256)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--dtype", opts->dtype, "bf16 | fp16 | fp32 (fa2 and fa3 take bf16 and fp16; fa1-minimal runs fp32)")
+  cmd->add_option("--dtype", opts->dtype, "bf16 | fp16 | fp32 | fp8 (fa2 and fa3 take bf16 and fp16; fa1-minimal runs fp32; fp8: fa3's forward)")
       ->capture_default_str();
   cmd->add_option("--gpu", opts->gpu, "GPU preset whose shared memory per block picks fa2's backward tiles")
       ->capture_default_str();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cuda_check.hpp"
+#include "kernels.hpp"
 #include "launch.hpp"
 
 namespace {
@@ -66,6 +67,34 @@ extern "C" int flashlab_forward(const char* kernel, const void* q, const void* k
     p.o = o;
     p.lse = lse;
     launch_forward(kernel, p, static_cast<cudaStream_t>(stream));
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(error, error_len, e.what());
+  }
+}
+
+// fa3's FP8 forward on contiguous (batch, seqlen, heads, head_dim) tensors: q, k, v in float8 e4m3 (x = e4m3 x
+// descale), o in bf16, lse fp32 (batch, heads, seqlen_q). V^T is written to a buffer the library keeps.
+extern "C" int flashlab_forward_fp8(const void* q, const void* k, const void* v, void* o, float* lse, int batch,
+                                    int seqlen_q, int seqlen_k, int heads_q, int heads_kv, int head_dim,
+                                    float descale_q, float descale_k, float descale_v, float scale, int window_left,
+                                    int window_right, float softcap, void* stream, char* error, int error_len) {
+  using namespace flashlab::gpu;
+  try {
+    if (!q || !k || !v || !o || !lse) return fail(error, error_len, "null pointer argument");
+    AttentionParams p;
+    if (!fill_params(p, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, int(Dtype::bf16), scale, window_left,
+                     window_right, softcap, error, error_len))
+      return 1;
+    p.q = q;
+    p.k = k;
+    p.v = v;
+    p.o = o;
+    p.lse = lse;
+    p.descale_q = descale_q;
+    p.descale_k = descale_k;
+    p.descale_v = descale_v;
+    fa3_fp8_forward(p, static_cast<cudaStream_t>(stream));
     return 0;
   } catch (const std::exception& e) {
     return fail(error, error_len, e.what());

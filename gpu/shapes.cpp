@@ -21,6 +21,10 @@ bool add_rows(const std::string& algo, bool backward, int head_dim, const std::s
   } else if (algo == "fa1-minimal") {
     if (backward) return fail(error, "fa1-minimal has no backward kernel (gpu/fa1_minimal.cu is Algorithm 1 only); use --pass fwd");
     shapes = {fa1_minimal_shape(head_dim)};
+  } else if (dtype == "fp8") {  // the FP8 forward is fa3's only
+    if (algo != "fa3" || backward)
+      return fail(error, "fp8 is fa3's forward only (gpu/fa3/fa3_fwd.cu fa3_fp8_forward); use --algo fa3 --pass fwd");
+    shapes = {fa3_fp8_forward_shape(head_dim)};
   } else if (algo == "fa2" || algo == "fa3") {
     if (dtype == "fp32")
       return fail(error, algo + " runs bf16 and fp16, not fp32 (fa1-minimal runs fp32); use --dtype bf16 or fp16");
@@ -58,8 +62,8 @@ const std::vector<std::string>& shape_algos() {
 std::vector<KernelShapeRow> kernel_shapes(const std::string& algo, bool backward, int head_dim, const std::string& dtype,
                                           int smem_per_block, std::string* error) {
   std::vector<KernelShapeRow> rows;
-  if (dtype != "bf16" && dtype != "fp16" && dtype != "fp32") {
-    fail(error, "unknown dtype '" + dtype + "' (expected bf16, fp16 or fp32)");
+  if (dtype != "bf16" && dtype != "fp16" && dtype != "fp32" && dtype != "fp8") {
+    fail(error, "unknown dtype '" + dtype + "' (expected bf16, fp16, fp32, or fp8 for fa3's forward)");
     return {};
   }
   if (smem_per_block <= 0) {
@@ -73,6 +77,7 @@ std::vector<KernelShapeRow> kernel_shapes(const std::string& algo, bool backward
   // all: the algorithms with this pass and dtype; a head dim or a shared-memory size one of them
   // cannot take is still an error.
   for (const std::string& name : shape_algos()) {
+    if (dtype == "fp8" && name != "fa3") continue;  // FP8: fa3's forward only
     if (backward && name != "fa2" && name != "fa3") continue;
     // fa3's backward is a Hopper kernel for head dims up to 128: `all` lists it where it runs.
     if (backward && name == "fa3" &&

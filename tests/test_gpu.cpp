@@ -1,6 +1,7 @@
 // What only the GPU kernels promise beyond the shared harness's rule: the
 // deterministic backward (fa2's and fa3's) is bit-reproducible, and the atomic one agrees with it;
-// the dropout mask is the CPU's, bit for bit. Without a CUDA device every case reports itself skipped.
+// the dropout mask is the CPU's, bit for bit; fa3's FP8 forward passes its rule on awkward shapes. Without a
+// CUDA device every case reports itself skipped.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -107,4 +108,53 @@ TEST_CASE("GPU fa2: its dropout mask is the CPU's, bit for bit, and drops a frac
   MESSAGE("dropout p = 0.17: " << dropped << " of " << total << " dropped, " << differ << " differ from the CPU's mask");
   CHECK(differ == 0);
   CHECK(std::abs(double(dropped) / double(total) - p.dropout_p) <= 0.01);
+}
+
+TEST_CASE("GPU fa3 FP8: awkward shapes pass the FP8 rule") {
+  if (skip_without_gpu()) return;
+  const Implementation& fp8 = find_implementation("gpu-fa3-fp8");
+  struct Case {
+    int64_t batch, heads_q, heads_kv, sq, sk, d;
+    bool causal;
+    int64_t left, right;
+    double softcap;
+  };
+  const Case cases[] = {
+      {1, 1, 1, 1, 1, 128, false, -1, -1, 0},      {2, 2, 1, 17, 17, 16, true, -1, -1, 0},
+      {1, 4, 2, 97, 300, 256, true, -1, -1, 0},    {1, 2, 2, 1025, 1025, 128, false, 100, 20, 0},
+      {3, 2, 2, 300, 129, 208, false, -1, -1, 30}, {1, 8, 1, 1025, 97, 256, true, -1, -1, 0},
+  };
+  for (const Case& c : cases) {
+    Problem p;
+    p.batch = c.batch;
+    p.heads_q = c.heads_q;
+    p.heads_kv = c.heads_kv;
+    p.seqlen_q = c.sq;
+    p.seqlen_k = c.sk;
+    p.head_dim = c.d;
+    p.causal = c.causal;
+    p.window_left = c.left;
+    p.window_right = c.right;
+    p.softcap = c.softcap;
+    p.dtype = DType::bf16;
+    CAPTURE(p.describe());
+    if (const std::string why = fp8.unsupported(p); !why.empty()) {
+      MESSAGE("gpu-fa3-fp8: " << why << " (not run)");
+      continue;
+    }
+    const Inputs in = random_inputs(p, 7);
+    const CheckResult r = check(fp8, p, in, Baseline{}, Pass::fwd);
+    REQUIRE(r.skipped.empty());
+    for (const FieldCheck& f : r.fields) {
+      CAPTURE(f.field);
+      CHECK(f.pass);
+      CHECK(f.error > 0);  // the kernel rounds: an exact answer would mean the rule compared the wrong thing
+    }
+    // Reported: how far quantizing the inputs moves O from the bf16 inputs' oracle, beside the rule's error
+    // (which is measured on the dequantized inputs, the values the kernel computes on).
+    const Baseline plain = compute_baseline(p, in, Pass::fwd);
+    const gpu::HostForward out = gpu::run_forward("fa3_fp8", p, in.q, in.k, in.v);
+    MESSAGE("O error against the bf16 inputs' oracle " << max_abs_error(out.o, plain.o) << ", against the dequantized "
+            "inputs' " << r.fields[0].error << " (tolerance " << r.fields[0].tolerance << ")");
+  }
 }

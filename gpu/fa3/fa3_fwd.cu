@@ -6,6 +6,12 @@
 // mask as its bits and FlexAttention's block lists at this kernel's tiles (DenseBits, fa3_blocks).
 // ALiBi and dropout are fa2's only.
 //
+// FP8 (fa3_fp8_forward, at the end of this file): the same kernel on float8 e4m3 Q, K and V with a descale a
+// tensor, O in bf16. Rows of 128 bytes hold 128 elements, so the tiles are 128 x 128 at d = 128 and 256;
+// wgmma's k-step is 32 elements (QGMMA); P~ goes to e4m3 in registers; FP8's wgmma reads its B operand only
+// K-major, so a transpose kernel writes V^T first, each 32-key group in the order of a thread's P~ registers
+// (fp8_key_order), and P~ needs no shuffle. Causal and sliding windows, softcap, GQA; fixed-length batches.
+//
 // The kernel, by role (one CTA per SM, persistent; a producer and Shape::kConsumers consumer warpgroups):
 //   scheduler  scheduler.cuh: tiles (Q block of Br rows, head, batch) handed to the persistent CTAs as
 //              they ask (an atomic counter); under a causal mask longest first, in L2-sized sections
@@ -53,6 +59,13 @@
 //       The kernels without a mask compile to the same PTX as v7's. H100, one process, documents
 //       (8 in 16k tokens) 10.1x (d = 128) / 11.0x (d = 64) cuDNN with the dense mask at s = 16k; time
 //       against density x unmasked 1.04-1.34 (bench/results/masks-h100-2026-11-23-fa3.csv).
+//   v9  FP8 forward (2026-11-24): e4m3 in, V^T by a transpose kernel (25 us of the 0.9 ms at d = 128
+//       s = 4k under ncu), the bf16 kernels as before (their PTX differs in parameter offsets only). H100, one process, against our bf16 fa3:
+//       d = 128 1.04-1.39x (s >= 4k 1.28-1.39x), d = 256 1.23-1.76x (s >= 4k 1.65-1.76x), 980 TFLOP/s at
+//       d = 256 s = 16k; against cuDNN's bf16 0.89-1.51x (bench/results/fp8-h100-2026-11-24.csv). Three K/V
+//       stages at d = 128: 0.98-1.00x of two. ptxas: no spills in the consumers at d = 128; at d = 256
+//       (O 128 + S 64 + P 16 registers a thread) 25 spill instructions in the main loop, as bf16 d = 256.
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -200,7 +213,9 @@ static_assert(fp8_key_order(0) == 0 && fp8_key_order(2) == 8 && fp8_key_order(4)
 
 // V (batch, seqlen_k, heads_kv, head_dim) -> V^T (batch x heads_kv planes, head_dim rows, `keys` = seqlen_k
 // rounded up to 32), each 32-key group in fp8_key_order, keys past seqlen_k zero. A CTA of 256 threads moves
-// a 64-key x 64-column tile through shared memory, 16 bytes a thread each way.
+// a 64-key x 64-column tile through shared memory: in, 16 bytes of a key's row a thread; out, a 4 x 4 block
+// of bytes a thread (four keys' words, transposed by byte permutes into four columns' words), sixteen
+// threads writing 64 bytes of a row of V^T.
 __global__ void __launch_bounds__(256) fp8_transpose_v(const AttentionParams p, uint8_t* vt, int keys) {
   __shared__ __align__(16) uint8_t tile[64][64 + 16];
   const int key0 = blockIdx.x * 64, col0 = blockIdx.y * 64, plane = blockIdx.z;
@@ -214,20 +229,21 @@ __global__ void __launch_bounds__(256) fp8_transpose_v(const AttentionParams p, 
     *reinterpret_cast<uint4*>(&tile[r][c]) = x;
   }
   __syncthreads();
-  const int n = threadIdx.x / 4, k0 = (threadIdx.x % 4) * 16;  // this thread's row of V^T and 16 keys of it
-  if (col0 + n >= p.head_dim || key0 + k0 >= keys) return;
-  uint32_t w[4];
+  const int quad = threadIdx.x % 16, c4 = threadIdx.x / 16 * 4;  // V^T's keys 4 quad .. + 3, columns c4 .. + 3
+  if (col0 + c4 >= p.head_dim || key0 + 4 * quad >= keys) return;
+  uint32_t w[4];  // the four keys' bytes of columns c4 .. c4 + 3
 #pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    w[q] = 0;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int k = k0 + 4 * q + e;
-      w[q] |= uint32_t(tile[k / 32 * 32 + fp8_key_order(k % 32)][n]) << (8 * e);
-    }
+  for (int i = 0; i < 4; ++i) {
+    const int k = 4 * quad + i;
+    w[i] = *reinterpret_cast<const uint32_t*>(&tile[k / 32 * 32 + fp8_key_order(k % 32)][c4]);
   }
-  *reinterpret_cast<uint4*>(vt + (int64_t(plane) * p.head_dim + col0 + n) * keys + key0 + k0) =
-      make_uint4(w[0], w[1], w[2], w[3]);
+  const uint32_t lo01 = __byte_perm(w[0], w[1], 0x5140), hi01 = __byte_perm(w[0], w[1], 0x7362);
+  const uint32_t lo23 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
+  const uint32_t col[4] = {__byte_perm(lo01, lo23, 0x5410), __byte_perm(lo01, lo23, 0x7632),
+                           __byte_perm(hi01, hi23, 0x5410), __byte_perm(hi01, hi23, 0x7632)};
+  uint8_t* out = vt + (int64_t(plane) * p.head_dim + col0 + c4) * keys + key0 + 4 * quad;
+#pragma unroll
+  for (int c = 0; c < 4; ++c) *reinterpret_cast<uint32_t*>(out + int64_t(c) * keys) = col[c];
 }
 
 // V^T's buffer: one a device, kept and grown to the largest problem run so far (cudaMalloc synchronizes
