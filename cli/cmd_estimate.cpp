@@ -79,7 +79,7 @@ void add_estimate(CLI::App& app) {
                 impl = "upstream", l2_replacement = "random";
     std::vector<std::string> overrides;
     int64_t block_m = 0, block_n = 0;
-    bool list = false, fused_scale = false;
+    bool list = false, fused_scale = false, fp8 = false;
   };
   auto opts = std::make_shared<Opts>();
   opts->flags.dtype = "bf16";
@@ -110,6 +110,8 @@ void add_estimate(CLI::App& app) {
   cmd->add_option("--format", opts->format, "table | json | csv")->capture_default_str()->check(
       CLI::IsMember({"table", "json", "csv"}));
   cmd->add_flag("--fused-scale", opts->fused_scale, "standard: scale folded into the GEMM (no separate pass over S)");
+  cmd->add_flag("--fp8", opts->fp8, "fa3 (--impl flashlab, --pass fwd): flashlab's FP8 forward, e4m3 Q, K, V and bf16 O "
+                "at the FP8 tensor rate, its V transpose included (GPUs with wgmma and FP8 tensor cores)");
   cmd->add_flag("--list-gpus", opts->list, "list the GPU presets and exit");
   cmd->add_option("--plot", opts->plot, "also write an SVG: the roofline with a point per algorithm and the "
                                         "speedup-vs-seqlen curve");
@@ -143,6 +145,9 @@ void add_estimate(CLI::App& app) {
     options.impl = sim::parse_impl(opts->impl);
     sim::leave_out_unbuilt(algos, opts->algo, options.impl, pass != Pass::fwd, opts->flags.hdim, &note);
     options.l2_replacement = opts->l2_replacement == "lru" ? sim::Replacement::lru : sim::Replacement::random;
+    options.fp8 = opts->fp8;
+    for (sim::Algo a : algos)
+      if (const std::string why = sim::fp8_unavailable(gpu, a, pass, options); !why.empty()) throw Error(why);
     std::vector<sim::Estimate> all;
     const auto seqlens = parse_seqlens(opts->seqlen);
     std::vector<sim::KernelTimeline> timeline;

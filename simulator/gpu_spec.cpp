@@ -105,6 +105,8 @@ GpuSpec parse(const json& j, const std::string& file) {
   if (j.contains("sm_l2_read_bytes_per_s")) g.sm_l2_read_bytes_per_s = number(j, "sm_l2_read_bytes_per_s", file);
   if (j.contains("sm_dram_read_bytes_per_s"))
     g.sm_dram_read_bytes_per_s = number(j, "sm_dram_read_bytes_per_s", file);
+  // Optional: measured on the H100 (cvt_e4m3.cu); without it the FP8 forward's conversion of P~ is free.
+  if (j.contains("fp8_convert_pairs_per_s")) g.fp8_convert_pairs_per_s = number(j, "fp8_convert_pairs_per_s", file);
   // Optional: measured on the H100 (microbench.cu); without them phase boundaries cost nothing.
   if (j.contains("latency_s")) {
     g.latency = {number(j, "latency_s.mma_sync", file), number(j, "latency_s.ldmatrix", file),

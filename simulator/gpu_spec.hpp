@@ -30,6 +30,8 @@ struct GpuSpec {
   double barrier_round_trip_s = 0;                        // optional: one shared-memory exchange between warps
   // Optional: the rate one SM reads at while the other SMs do not compete (sm_read.cu); 0 when unmeasured.
   double sm_l2_read_bytes_per_s = 0, sm_dram_read_bytes_per_s = 0;
+  // Optional: fp32 pairs converted to e4m3 a second, all SMs (cvt_e4m3.cu); 0: the conversion is not charged.
+  double fp8_convert_pairs_per_s = 0;
   // Optional: seconds from issue to result of one dependent instruction (a warp alone on its scheduler waits
   // these out at every phase boundary); all 0 when the preset has none.
   struct Latencies {

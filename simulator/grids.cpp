@@ -141,8 +141,8 @@ struct Tile {
 class ForwardGrid final : public CtaGrid {
  public:
   ForwardGrid(const Problem& p, const std::vector<Schedule>& s, ElementTime t, TileOrder order, bool reverse,
-              double section)
-      : base_(p, s, t), reverse_(reverse) {
+              double section, double input_bytes)
+      : base_(p, s, t), reverse_(reverse), e_in_(input_bytes > 0 ? input_bytes : base_.e) {
     G_ = chunk_for(base_.tiles(), 1);
     chunks_ = ceil_div(base_.Tc_max, G_);
     const int64_t H = p.heads_q, B = p.batch;
@@ -159,7 +159,7 @@ class ForwardGrid final : public CtaGrid {
       // last, longest first under a causal mask), the section's heads inner.
       // (flashlab's fa3 counts a query head's share of its kv head's K and V and does not round.)
       const double group = order == TileOrder::flashlab_fa3 ? double(p.heads_q / p.heads_kv) : 1.0;
-      const double kv_head_bytes = double(base_.at(0).seqlen_k()) * double(p.head_dim + p.dv()) * base_.e / group;
+      const double kv_head_bytes = double(base_.at(0).seqlen_k()) * double(p.head_dim + p.dv()) * e_in_ / group;
       const int64_t fit = std::max<int64_t>(1, int64_t(section / std::max(1.0, kv_head_bytes)));
       const int64_t per = order == TileOrder::flashlab_fa3 ? fit : int64_t(std::bit_floor(uint64_t(fit)));
       const int64_t pairs = B * H;
@@ -200,12 +200,12 @@ class ForwardGrid final : public CtaGrid {
     const Band& band = base_.bands_at(tl.b).of_q[tl.x];
     const int64_t rows = s.q_rows(tl.x), d = base_.p.head_dim, dv = base_.p.dv();
     const uint32_t q_key = kv_keys_ + uint32_t((int64_t(tl.b) * base_.p.heads_q + tl.h) * base_.Tr_max + tl.x);
-    if (k == 0) out.accesses.push_back({q_key, double(rows * d) * base_.e, AccessKind::load});
+    if (k == 0) out.accesses.push_back({q_key, double(rows * d) * e_in_, AccessKind::load});
     if (band.b1 > band.b0) {
       const auto [c0, x0, x1] = chunk_at(band, k, G_, reverse_);
       const uint32_t kv_key = uint32_t((int64_t(tl.b) * base_.p.heads_kv + base_.kv_head(tl.h)) * chunks_ + c0);
       const int64_t kv = computed_span(band, x0, x1, [&](int64_t a, int64_t b) { return kv_span(s, a, b); });
-      out.accesses.push_back({kv_key, double(kv * (d + dv)) * base_.e, AccessKind::load});
+      out.accesses.push_back({kv_key, double(kv * (d + dv)) * e_in_, AccessKind::load});
       base_.charge(out, line_elements(band, x0, x1, rows, [&](int64_t a, int64_t b) { return kv_span(s, a, b); }));
     }
     if (k + 1 == segments(c))  // O_i and its LSE
@@ -215,6 +215,7 @@ class ForwardGrid final : public CtaGrid {
  private:
   Base base_;
   bool reverse_;
+  double e_in_;  // bytes an element of Q, K, V
   std::vector<Tile> tiles_;
   int64_t G_ = 1, chunks_ = 1;
   uint32_t kv_keys_ = 0, q_keys_ = 0;
@@ -373,8 +374,8 @@ class Fa1Grid final : public CtaGrid {
 }  // namespace
 
 std::unique_ptr<CtaGrid> forward_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t,
-                                      TileOrder order, bool reverse, double l2_section_bytes) {
-  return std::make_unique<ForwardGrid>(p, s, t, order, reverse, l2_section_bytes);
+                                      TileOrder order, bool reverse, double l2_section_bytes, double input_bytes) {
+  return std::make_unique<ForwardGrid>(p, s, t, order, reverse, l2_section_bytes, input_bytes);
 }
 std::unique_ptr<CtaGrid> backward_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t,
                                        bool reverse, BackwardOrder order) {

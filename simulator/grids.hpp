@@ -43,8 +43,11 @@ enum class TileOrder {
 
 // reverse: the CTA walks its band from the last block to the first (FA2's and FA3's forward start at the
 // diagonal, where the mask is; FA2's backward walks its Q blocks from the last), else from the first.
+// input_bytes: bytes an element of Q, K and V (0: the problem's dtype; 1: the FP8 forward's e4m3, O staying
+// in the dtype's 2 bytes).
 std::unique_ptr<CtaGrid> forward_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules,
-                                      ElementTime t, TileOrder order, bool reverse, double l2_section_bytes);
+                                      ElementTime t, TileOrder order, bool reverse, double l2_section_bytes,
+                                      double input_bytes = 0);
 // How the backward's K/V blocks are handed to CTAs.
 enum class BackwardOrder {
   fa2,           // FA2's grid (K/V block, batch, head): a CTA per query head, blockIdx.x fastest

@@ -114,7 +114,7 @@ int64_t fa1_splits(double batch_heads, double sms, double ctas_per_sm) {
 }
 
 KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool backward, int64_t block_m,
-                         int64_t block_n) {
+                         int64_t block_n, bool fp8) {
   const int64_t d = std::max(p.head_dim, p.dv()), e = bytes_per_element(p.dtype);
   KernelShape s;
   double stages = 1;
@@ -147,14 +147,18 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
       // FlashAttention-3: 128 x 128 forward tiles (128 x 64 for d > 128), 64 x 128 backward.
       s.tiling = backward ? tiled::Tiling{64, d <= 128 ? 128 : 64} : tiled::Tiling{128, d <= 128 ? 128 : 64};
       if (impl == Impl::flashlab) {  // gpu/fa3/: gpu/shapes.hpp's fa3_forward_shape / fa3_backward_shape
-        const gpu::TileShape k = backward ? gpu::fa3_backward_shape(int(d)) : gpu::fa3_forward_shape(int(d));
+        const gpu::TileShape k = backward ? gpu::fa3_backward_shape(int(d))
+                                 : fp8    ? gpu::fa3_fp8_forward_shape(int(d))
+                                          : gpu::fa3_forward_shape(int(d));
         if (!k.supported())
           throw Error(std::string("--algo fa3 --impl flashlab") + (backward ? " --pass bwd" : "") + ": head dim " +
                       std::to_string(d) + " is not compiled: " + k.why + "; use --impl upstream to model "
                       "FlashAttention-3's kernel instead");
         s.tiling = tiled::Tiling{k.block_m, k.block_n};
-        if (backward) {
+        if (backward || fp8) {  // the launcher's shared memory and threads
           flashlab_bwd = k;
+        }
+        if (backward) {
           s.consumers_meet_each_tile = true;
           s.exchanges_per_tile = kFlashlabFa3BackwardExchanges;
         }
@@ -191,13 +195,15 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
   return s;
 }
 
-ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const KernelShape& shape) {
+ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const KernelShape& shape,
+                         bool fp8) {
   ElementCost c;
   const double sms = g.sm_count, e = bytes_per_element(p.dtype);
   const double d = double(p.head_dim), dv = double(p.dv());
   const double Br = double(shape.tiling.Br), Bc = double(shape.tiling.Bc), warps = shape.threads / 32;
   const double path = algo == Algo::fa3 ? g.wgmma_fraction : g.mma_sync_fraction;
-  const double tensor_per_sm = g.tensor_peak(p.dtype) * path / sms;  // FLOP/s
+  // FP8: the e4m3 rate (QGMMA) at the fraction bf16's wgmma reaches (no FP8 microbenchmark yet).
+  const double tensor_per_sm = (fp8 ? g.tensor_fp8 : g.tensor_peak(p.dtype)) * path / sms;  // FLOP/s
   const double smem_per_sm = g.smem_bandwidth / sms;                  // bytes/s
   const double fp32_per_sm = g.fp32_ops_per_s() / sms;                // lane instructions/s
   c.mask_ops = kMaskOps;
@@ -254,7 +260,7 @@ ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool bac
   }
 
   c.tensor = 2.0 * (d + dv) / tensor_per_sm;
-  double tensor_phase = c.tensor, serial = 0;
+  double tensor_phase = c.tensor, serial = 0, cvt = 0;
   int streams = 1;
   switch (algo) {
     case Algo::fa2:
@@ -284,13 +290,17 @@ ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool bac
       // softmax under the other's GEMMs (FA3 paper, section 3.1).
       c.fp32_ops = kSoftmaxOps + dv / Bc;
       streams = 2;
+      // FP8: P~ goes to e4m3 before O += P~ V, one cvt.rn.satfinite.e4m3x2 a pair of elements (consumer.cuh
+      // e4m3x4). Measured beside ex2 it takes its own pipe (cvt-e4m3-h100-2026-11-24.json: the mix ran in the
+      // time of the exponentials alone), so it joins the softmax's units as a third, in parallel.
+      if (fp8 && g.fp8_convert_pairs_per_s > 0) cvt = 0.5 / (g.fp8_convert_pairs_per_s / sms);
       break;
     default: break;
   }
   c.fp32 = c.fp32_ops / fp32_per_sm;
   serial += c.wait;
-  c.full = overlap(tensor_phase, std::max(c.exp, c.fp32), streams) + serial;
-  c.partial = overlap(tensor_phase, std::max(c.exp, c.fp32 + mask), streams) + serial;
+  c.full = overlap(tensor_phase, std::max({c.exp, c.fp32, cvt}), streams) + serial;
+  c.partial = overlap(tensor_phase, std::max({c.exp, c.fp32 + mask, cvt}), streams) + serial;
   return c;
 }
 

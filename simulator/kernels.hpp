@@ -60,9 +60,11 @@ struct ElementCost {
 // Throws flashlab::Error when the tiles do not fit the GPU's shared memory, or the algorithm's
 // instructions do not exist on it (fa3 without wgmma).
 // impl flashlab: fa2's forward takes gpu/shapes.hpp's fa2_forward_shape, the shape its launcher instantiates.
+// fp8: flashlab's FP8 forward (gpu/shapes.hpp fa3_fp8_forward_shape; e4m3 operands at the FP8 tensor rate).
 KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool backward, int64_t block_m,
-                         int64_t block_n);
-ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const KernelShape& shape);
+                         int64_t block_n, bool fp8 = false);
+ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const KernelShape& shape,
+                         bool fp8 = false);
 
 // FA3 needs wgmma and TMA (Hopper): presets without a wgmma path cannot run it. Empty when it can,
 // else the reason.

@@ -111,16 +111,18 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
                             (o.impl == Impl::cudnn && algo == Algo::fa3)
                         ? o.impl
                         : Impl::upstream;
-  KernelShape shape = kernel_shape(p, g, algo, impl, backward, o.block_m, o.block_n);
+  const bool fp8 = o.fp8 && algo == Algo::fa3 && !backward;  // estimate() refused it anywhere else
+  KernelShape shape = kernel_shape(p, g, algo, impl, backward, o.block_m, o.block_n, fp8);
   if (impl == Impl::cudnn) shape.persistent = false;
   const bool reverse = impl == Impl::upstream;
   // flashlab's fa3 (gpu/fa3/scheduler.cuh): sections whose K and V fit half the L2; its causal tiles are
   // handed out as CTAs ask, which is how the replay dispatches a grid's tiles to the slot that frees first.
   const bool flashlab_fa3 = impl == Impl::flashlab && algo == Algo::fa3;
-  const ElementCost unit = element_cost(p, g, algo, backward, shape);
+  const ElementCost unit = element_cost(p, g, algo, backward, shape, fp8);
   const Order order = algo == Algo::fa1 ? (backward ? Order::fa1_backward : Order::fa1)
                                         : (backward ? Order::backward : Order::fa2);
   const double e = bytes_per_element(p.dtype), d = double(p.head_dim), dv = double(p.dv());
+  const double e_in = fp8 ? 1.0 : e;  // bytes an element of Q, K, V (FP8: e4m3; O stays in 2 bytes)
   Cost c;
   c.block_m = shape.tiling.Br;
   c.block_n = shape.tiling.Bc;
@@ -136,8 +138,8 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   double kv_bytes = 0;  // one pass over K and V of every head, which each FA1 split repeats
   const double heads = double(p.heads_q) * double(p.batch / distinct);  // (batch, head) pairs per schedule
   for (const Schedule& s : schedules) {
-    const auto bytes = s.closed_form();
-    c.l2_bytes += heads * double(bytes.total_load() + bytes.total_store());
+    const auto bytes = s.closed_form();  // in the problem's dtype; FP8 loads Q, K, V in one byte an element
+    c.l2_bytes += heads * (double(bytes.total_load()) * e_in / e + double(bytes.total_store()));
     kv_bytes += heads * double(s.seqlen_k()) * (d + dv) * e;
   }
 
@@ -154,7 +156,7 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
                                        flashlab_fa3       ? TileOrder::flashlab_fa3
                                        : shape.persistent ? TileOrder::fa3
                                                           : TileOrder::fa2,
-                                       reverse, flashlab_fa3 ? g.l2_bytes / 2 : kFa3SectionBytes);
+                                       reverse, flashlab_fa3 ? g.l2_bytes / 2 : kFa3SectionBytes, e_in);
   const double ctas = double(grid->ctas());
   // A grid smaller than the resident capacity is spread over the SMs first: CTAs share an SM only as far
   // as their number requires, and the slots of one SM share its units.
@@ -170,7 +172,7 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   // nothing (the other CTAs on the SM go on at their shared rate), then their bytes (first_loads_wait). A
   // CTA alone on its SM also waits for its last stores to drain: another round trip. A persistent kernel's
   // producer warp loads the next tile during this one: only the first wave waits.
-  const StartWaits waits = start_waits(g, first_loads(shape, algo, backward, d, dv, e), ctas, double(setup.slots),
+  const StartWaits waits = start_waits(g, first_loads(shape, algo, backward, d, dv, e_in), ctas, double(setup.slots),
                                        ctas / (double(p.batch) * double(p.heads_q)));
   const double drain = sharing == 1 ? g.dram_latency_s : 0.0;
   setup.cta_start_s = shape.persistent ? 0.0 : waits.later + drain;
@@ -194,7 +196,8 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   c.waves = ctas / double(setup.slots);
   c.launches = 1;
 
-  const double tensor_rate = g.tensor_peak(p.dtype) * (algo == Algo::fa3 ? g.wgmma_fraction : g.mma_sync_fraction);
+  const double tensor_rate =
+      (fp8 ? g.tensor_fp8 : g.tensor_peak(p.dtype)) * (algo == Algo::fa3 ? g.wgmma_fraction : g.mma_sync_fraction);
   c.t_tensor = c.flops / tensor_rate;
   c.t_smem = heads_elements * unit.smem / g.sm_count;
   c.t_wait = heads_elements * unit.wait / g.sm_count;
@@ -207,6 +210,12 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   const double first_wave = shape.persistent ? waits.first_wave : 0.0;
   c.time_s = std::max({r.makespan_s + first_wave, c.t_hbm, c.t_l2}) + c.t_launch;
 
+  if (fp8) {
+    // gpu/fa3/fa3_fwd.cu's fp8_transpose_v before the kernel: V read once, V^T (keys rounded up to 32)
+    // written once, a byte an element.
+    const double v_bytes = double(p.total_k()) * double(p.heads_kv) * dv;
+    c += streaming_kernel(g, v_bytes, v_bytes);
+  }
   if (backward && algo != Algo::fa1) {
     // FA2/FA3: preprocess (reads O, dO; writes D; zeroes dQ's fp32 accumulator) and the conversion of the
     // accumulator to dQ in the input precision.
@@ -242,8 +251,19 @@ double peak_hbm(const Problem& p, Algo algo, Pass pass) {
 
 }  // namespace
 
+std::string fp8_unavailable(const GpuSpec& g, Algo algo, Pass pass, const Options& o) {
+  if (!o.fp8) return "";
+  if (algo != Algo::fa3 || o.impl != Impl::flashlab)
+    return "--fp8 models flashlab's FP8 forward (gpu/fa3/fa3_fwd.cu): use --algo fa3 --impl flashlab";
+  if (has_bwd(pass)) return "--fp8 is a forward (flashlab's FP8 kernel has no backward): use --pass fwd";
+  if (const std::string why = fa3_unavailable(g); !why.empty()) return "--fp8: " + why;
+  if (g.tensor_fp8 <= 0) return "--fp8: " + g.display_name + "'s preset has no FP8 tensor rate";
+  return "";
+}
+
 Estimate estimate(const Problem& p, const GpuSpec& g, Algo algo, Pass pass, const Options& o) {
   p.validate();
+  if (const std::string why = fp8_unavailable(g, algo, pass, o); !why.empty()) throw Error(why);
   Estimate e;
   for (bool backward : {false, true}) {
     if (backward ? !has_bwd(pass) : !has_fwd(pass)) continue;
@@ -274,7 +294,9 @@ std::vector<Estimate> estimate_all(const Problem& p, const GpuSpec& g, const std
   for (Algo a : algos) out.push_back(estimate(p, g, a, pass, o));
   // The baseline every speedup is against: reuse it when it was asked for, else estimate it once.
   const auto it = std::find_if(out.begin(), out.end(), [](const Estimate& e) { return e.algo == "standard"; });
-  const double standard = it != out.end() ? it->time_s : estimate(p, g, Algo::standard, pass, o).time_s;
+  Options unfused = o;
+  unfused.fp8 = false;  // the baseline in the problem's dtype
+  const double standard = it != out.end() ? it->time_s : estimate(p, g, Algo::standard, pass, unfused).time_s;
   for (Estimate& e : out) e.speedup_vs_standard = standard / e.time_s;
   return out;
 }

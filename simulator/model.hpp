@@ -60,7 +60,13 @@ struct Options {
   // SM touches loses L2 hits gradually past the capacity (microbench-h100-2026-11-23-run3.json), as random
   // replacement does and LRU (a cliff) does not. `lru` is there to compare (`--l2-replacement lru`).
   Replacement l2_replacement = Replacement::random;
+  // flashlab's FP8 forward (gpu/fa3/fa3_fwd.cu fa3_fp8_forward; --algo fa3 --impl flashlab --pass fwd on a GPU
+  // with FP8 tensor cores and wgmma): Q, K, V in e4m3 (1 byte), O in bf16, the FP8 tensor rate, P~'s
+  // conversion to e4m3, and the V transpose kernel before it. estimate() refuses it anywhere else.
+  bool fp8 = false;
 };
+// "" when `o.fp8` can be modelled for this algorithm, pass and GPU, else why not.
+std::string fp8_unavailable(const GpuSpec& g, Algo algo, Pass pass, const Options& o);
 
 Estimate estimate(const Problem& p, const GpuSpec& gpu, Algo algo, Pass pass, const Options& options = {});
 // All of `algos` for one problem, with speedup_vs_standard filled in.

@@ -176,11 +176,14 @@ Within rows_within(const std::string& file, const std::string& preset) {
   for (const auto& r : rows) {
     const Problem p = measured_problem(r);
     const std::string backend = r.f.at("backend");
-    const Algo algo =
-        backend == "cudnn" || backend == "flashlab_fa3" ? Algo::fa3 : backend == "math" ? Algo::math : Algo::fa2;
+    const bool fp8 = backend == "flashlab_fa3_fp8";  // gpu/fa3/'s FP8 forward: e4m3 in, its V transpose
+    const Algo algo = backend == "cudnn" || backend == "flashlab_fa3" || fp8 ? Algo::fa3
+                      : backend == "math"                                  ? Algo::math
+                                                                           : Algo::fa2;
     Options o;
+    o.fp8 = fp8;
     if (backend == "cudnn") o.impl = Impl::cudnn;
-    if (backend == "flashlab_fa3") o.impl = Impl::flashlab;  // gpu/fa3/'s kernels, their tiles from gpu/shapes.hpp
+    if (backend == "flashlab_fa3" || fp8) o.impl = Impl::flashlab;  // gpu/fa3/'s kernels, tiles from gpu/shapes.hpp
     if (backend == "flashlab_fa2") {
       o.impl = Impl::flashlab;  // gpu/fa2_fwd.cu's tiles on this GPU
       o.block_m = p.head_dim <= 128 ? 128 : 64;
@@ -228,6 +231,42 @@ TEST_CASE("predictions against every measured kernel: flashlab's fa3 backward (H
   const Within w = rows_within("flashlab-fa3-bwd-h100-2026-11-23.csv", "h100-sxm");
   CHECK(w.rows == 20);
   CHECK(w.bytes_ok >= 16);
+}
+
+// flashlab's FP8 forward (its V transpose and the kernel) against its 20 ncu rows. No row chose a rate; the
+// bytes are guarded at the level measured on arrival, the time reported (simulator/README.md, "flashlab's
+// FP8 forward").
+TEST_CASE("predictions against every measured kernel: flashlab's FP8 forward (H100)") {
+  const Within w = rows_within("flashlab-fa3-fp8-h100-2026-11-24.csv", "h100-sxm");
+  CHECK(w.rows == 20);
+  CHECK(w.bytes_ok >= 15);
+}
+
+TEST_CASE("flashlab's FP8 forward: e4m3 bytes, the FP8 tensor rate, refused where it cannot run") {
+  const GpuSpec h100 = load_gpu("h100-sxm");
+  Problem p;
+  p.batch = 4;
+  p.heads_q = p.heads_kv = 16;
+  p.seqlen_q = p.seqlen_k = 4096;
+  p.head_dim = 128;
+  p.dtype = DType::bf16;
+  Options o;
+  o.impl = Impl::flashlab;
+  const Estimate bf16 = estimate(p, h100, Algo::fa3, Pass::fwd, o);
+  o.fp8 = true;
+  const Estimate fp8 = estimate(p, h100, Algo::fa3, Pass::fwd, o);
+  CHECK(fp8.flops == doctest::Approx(bf16.flops));
+  CHECK(fp8.t_tensor == doctest::Approx(bf16.t_tensor / 2).epsilon(0.01));  // 1979 against 989 TFLOP/s
+  // Q, K, V read in one byte an element, O written in two: the kernel's DRAM bytes fall by about a third,
+  // and its V transpose adds V twice (read and written) at one byte.
+  CHECK(fp8.hbm_read_bytes < 0.75 * bf16.hbm_read_bytes);
+  CHECK(fp8.time_s < bf16.time_s);
+  CHECK(fp8.launches == bf16.launches + 1);
+  // Refused, with the reason: another algorithm or kernel, the backward, a GPU without FP8 wgmma.
+  CHECK_THROWS_WITH_AS(estimate(p, h100, Algo::fa2, Pass::fwd, o), doctest::Contains("--algo fa3 --impl flashlab"),
+                       Error);
+  CHECK_THROWS_WITH_AS(estimate(p, h100, Algo::fa3, Pass::fwd_bwd, o), doctest::Contains("use --pass fwd"), Error);
+  CHECK_THROWS_WITH_AS(estimate(p, load_gpu("a100-80gb"), Algo::fa3, Pass::fwd, o), doctest::Contains("wgmma"), Error);
 }
 
 // flashlab's fa3 backward as its kernels work (gpu/fa3/fa3_bwd.cu), at the level `estimate` shows.

@@ -133,14 +133,15 @@ def profile_with_ncu(out, worker_argv, n_calls):
     return groups
 
 
-def write_rows(out, torch, rows, pass_name="fwd"):
-    """rows: (backend, seqlen, hdim, causal, (batch, heads, event_time_s), ncu group) of one pass, bf16."""
+def write_rows(out, torch, rows, pass_name="fwd", dtype="bf16"):
+    """rows: (backend, seqlen, hdim, causal, (batch, heads, event_time_s), ncu group) of one pass; dtype: the
+    inputs' (fp8: e4m3 Q, K, V)."""
     device, date = torch.cuda.get_device_name(), datetime.date.today().isoformat()
     with open(out, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(FIELDS)
         for backend, s, d, causal, (batch, heads, t), g in rows:
-            w.writerow([device, date, torch.__version__, backend, pass_name, batch, heads, s, d, int(causal), "bf16",
+            w.writerow([device, date, torch.__version__, backend, pass_name, batch, heads, s, d, int(causal), dtype,
                         int(g["dram__bytes_read.sum"]), int(g["dram__bytes_write.sum"]), int(g["lts__t_bytes.sum"]),
                         g["time_s"], t, g["kernels"], ";".join(g["names"])])
     print(f"wrote {out}: {len(rows)} rows", flush=True)
