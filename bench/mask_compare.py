@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Issue 17's bench: masked attention on one GPU, one process. flashlab's fa2 (or, with --kernel fa3, its
-Hopper forward) with a document mask and a prefix-LM mask (through the C ABI v2, a prepared device mask)
+Hopper kernels) with a document mask and a prefix-LM mask (through the C ABI v2, a prepared device mask)
 against the same kernel without a mask and against PyTorch SDPA given the same mask as a dense boolean
 attn_mask.
 
     FLASHLAB_LIBRARY=build/capi/libflashlab.so PYTHONPATH=python python3 bench/mask_compare.py \\
         --out bench/results/masks-h100-$(date +%F).csv          # --seqlens --hdims --masks --passes
-    ... bench/mask_compare.py --kernel fa3                      # fa3's forward (-fa3.csv by default)
+    ... bench/mask_compare.py --kernel fa3                      # fa3 forward and backward (-fa3.csv by default)
     python3 bench/mask_compare.py --self-check                  # CPU only: masks and densities, no torch
 
 The tiles come from `flashlab shapes` (FLASHLAB_CLI, else build/cli/flashlab), the one owner of them.
@@ -24,7 +24,7 @@ missing), per row:
   sdpa_<backend>   F.scaled_dot_product_attention with attn_mask = the mask as (1, 1, s, s) bool, under each of
                    EFFICIENT_ATTENTION and CUDNN_ATTENTION alone (and MATH at s <= 4096); a backend that
                    refuses is recorded empty with its reason printed
-fwd+bwd rows (fa2) time the forward then the backward (SDPA: out.backward(dO), the grads reset untimed).
+fwd+bwd rows time the forward then the backward (SDPA: out.backward(dO), the grads reset untimed).
 Columns derived:
   density          the block mask's density at the kernel's forward tile (`flashlab shapes`: fa2 128 x 64 at
                    d = 128, 128 x 128 at d = 64), computed here as core's tiled_cpu/block_mask.cpp does (each
@@ -421,8 +421,8 @@ def main():
     ap.add_argument("--seqlens", default="4096,8192,16384")
     ap.add_argument("--hdims", default="128,64")
     ap.add_argument("--heads", type=int, default=16)
-    ap.add_argument("--kernel", default="fa2", choices=["fa2", "fa3"], help="flashlab's kernel (fa3: forward only)")
-    ap.add_argument("--passes", default=None, help="fwd,fwd+bwd (fa3: fwd, its only pass)")
+    ap.add_argument("--kernel", default="fa2", choices=["fa2", "fa3"], help="flashlab's kernel")
+    ap.add_argument("--passes", default="fwd,fwd+bwd", help="fwd,fwd+bwd (fa3's backward: head dims up to 128)")
     ap.add_argument("--masks", default="document,prefix-lm", help="document, document-causal, prefix-lm")
     ap.add_argument("--docs", type=int, default=8, help="documents per 16384 tokens")
     ap.add_argument("--docs-per-seq", type=int, default=0, help="documents per sequence at every seqlen (0: --docs)")
@@ -430,9 +430,8 @@ def main():
     ap.add_argument("--seed", type=int, default=17, help="the document lengths' RNG (seeded with seed + seqlen)")
     ap.add_argument("--self-check", action="store_true", help="check the masks and densities on the CPU and exit")
     args = ap.parse_args()
-    args.passes = args.passes or ("fwd" if args.kernel == "fa3" else "fwd,fwd+bwd")
-    if args.kernel == "fa3" and args.passes != "fwd":
-        ap.error("fa3 has a forward only: --passes fwd")
+    if args.kernel == "fa3" and "fwd+bwd" in args.passes and any(int(d) > 128 for d in args.hdims.split(",")):
+        ap.error("fa3's backward takes head dims up to 128: --hdims 128,64 or --passes fwd")
     if args.self_check:
         self_check(args)
         return 0

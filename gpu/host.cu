@@ -95,8 +95,9 @@ std::string backward_unsupported(const std::string& kernel, const Problem& p) {
   if (std::string why = unsupported(kernel, p); !why.empty()) return why;
   if (kernel == "fa2") return "";
   if (kernel != "fa3") return "unsupported: no backward kernel (fa2 and fa3 have one; FP8 is a forward)";
-  if (p.mask.kind != MaskKind::none)
-    return "unsupported: mask kind " + to_string(p.mask.kind) + " in the fa3 backward (fa2's backward takes it)";
+  if (p.mask.kind == MaskKind::dense)
+    return "unsupported: mask kind dense in the fa3 backward (fa2's backward takes it; fa3's takes the interval "
+           "masks: prefix-lm, document, chunked)";
   if (!fa3_backward_shape(int(p.head_dim)).supported())
     return "unsupported: head_dim " + std::to_string(p.head_dim) + " in the fa3 backward (multiples of 8 up to 128)";
   return "";

@@ -29,47 +29,54 @@ bool bit_equal(const Tensor& a, const Tensor& b) {
 
 TEST_CASE("GPU fa2 and fa3: the deterministic backward gives the same bits every run; the atomic one agrees") {
   if (skip_without_gpu()) return;
-  Problem p;
-  p.batch = 2;
-  p.heads_q = 4;
-  p.heads_kv = 2;
-  p.seqlen_q = 700;
-  p.seqlen_k = 900;
-  p.head_dim = 128;
-  p.causal = true;
-  p.dtype = DType::bf16;
-  const Inputs in = random_inputs(p, 42);
-  for (const char* kernel : {"fa2", "fa3"}) {
-    CAPTURE(kernel);
-    if (const std::string why = gpu::backward_unsupported(kernel, p); !why.empty()) {
-      MESSAGE(kernel << ": " << why << " (its deterministic backward not run)");
-      continue;
-    }
-    const gpu::HostForward f = gpu::run_forward(kernel, p, in.q, in.k, in.v);
-    const gpu::HostBackward det1 = gpu::run_backward(kernel, p, in.q, in.k, in.v, f.o, f.lse, in.d_o, true);
-    const gpu::HostBackward det2 = gpu::run_backward(kernel, p, in.q, in.k, in.v, f.o, f.lse, in.d_o, true);
-    CHECK(bit_equal(det1.dq, det2.dq));
-    CHECK(bit_equal(det1.dk, det2.dk));
-    CHECK(bit_equal(det1.dv, det2.dv));
-    const gpu::HostBackward atomic = gpu::run_backward(kernel, p, in.q, in.k, in.v, f.o, f.lse, in.d_o, false);
-    // Summation order and one bf16 rounding apart.
-    auto close = [](const Tensor& a, const Tensor& b) {
-      double worst = 0, scale = 0;
-      for (size_t i = 0; i < b.data.size(); ++i) {
-        worst = std::max(worst, double(std::abs(a.data[i] - b.data[i])));
-        scale = std::max(scale, double(std::abs(b.data[i])));
+  Problem causal;
+  causal.batch = 2;
+  causal.heads_q = 4;
+  causal.heads_kv = 2;
+  causal.seqlen_q = 700;
+  causal.seqlen_k = 900;
+  causal.head_dim = 128;
+  causal.causal = true;
+  causal.dtype = DType::bf16;
+  Problem documents = causal;  // a mask function: each Q block's K/V blocks from its rows' intervals
+  documents.seqlen_q = documents.seqlen_k = 900;
+  documents.head_dim = 64;
+  documents.mask.kind = MaskKind::document;
+  documents.mask.doc_lengths = {150, 333, 417};
+  for (const char* kernel : {"fa2", "fa3"})
+    for (const Problem& p : {causal, documents}) {
+      const Inputs in = random_inputs(p, 42);
+      CAPTURE(kernel);
+      CAPTURE(p.describe());
+      if (const std::string why = gpu::backward_unsupported(kernel, p); !why.empty()) {
+        MESSAGE(kernel << ": " << why << " (its deterministic backward not run)");
+        continue;
       }
-      return worst <= 0.02 * scale;
-    };
-    CHECK(close(atomic.dq, det1.dq));
-    if (std::string(kernel) == "fa2") {  // the same kernel computes dK and dV either way
-      CHECK(bit_equal(atomic.dk, det1.dk));
-      CHECK(bit_equal(atomic.dv, det1.dv));
-    } else {  // fa3's deterministic walk takes the Q blocks from the last: dK and dV summed in another order
-      CHECK(close(atomic.dk, det1.dk));
-      CHECK(close(atomic.dv, det1.dv));
+      const gpu::HostForward f = gpu::run_forward(kernel, p, in.q, in.k, in.v);
+      const gpu::HostBackward det1 = gpu::run_backward(kernel, p, in.q, in.k, in.v, f.o, f.lse, in.d_o, true);
+      const gpu::HostBackward det2 = gpu::run_backward(kernel, p, in.q, in.k, in.v, f.o, f.lse, in.d_o, true);
+      CHECK(bit_equal(det1.dq, det2.dq));
+      CHECK(bit_equal(det1.dk, det2.dk));
+      CHECK(bit_equal(det1.dv, det2.dv));
+      const gpu::HostBackward atomic = gpu::run_backward(kernel, p, in.q, in.k, in.v, f.o, f.lse, in.d_o, false);
+      // Summation order and one bf16 rounding apart.
+      auto close = [](const Tensor& a, const Tensor& b) {
+        double worst = 0, scale = 0;
+        for (size_t i = 0; i < b.data.size(); ++i) {
+          worst = std::max(worst, double(std::abs(a.data[i] - b.data[i])));
+          scale = std::max(scale, double(std::abs(b.data[i])));
+        }
+        return worst <= 0.02 * scale;
+      };
+      CHECK(close(atomic.dq, det1.dq));
+      if (std::string(kernel) == "fa2") {  // the same kernel computes dK and dV either way
+        CHECK(bit_equal(atomic.dk, det1.dk));
+        CHECK(bit_equal(atomic.dv, det1.dv));
+      } else {  // fa3's deterministic walk takes the Q blocks from the last: dK and dV summed in another order
+        CHECK(close(atomic.dk, det1.dk));
+        CHECK(close(atomic.dv, det1.dv));
+      }
     }
-  }
 }
 
 TEST_CASE("GPU fa2: its dropout mask is the CPU's, bit for bit, and drops a fraction p of P") {

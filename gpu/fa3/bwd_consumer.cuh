@@ -20,9 +20,9 @@
 
 namespace flashlab::gpu::fa3 {
 
-template <class S, typename T, bool kSoftcap>
+template <class S, typename T, bool kSoftcap, bool kMask>
 __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Sequence& seq,
-                            const BwdWalk<S::kBr, S::kBc>& walk, int j, int g, int w) {
+                            const BwdWalk<S::kBr, S::kBc>& walk, const RowMask& rm, int j, int g, int w) {
   constexpr int D = S::D, kBr = S::kBr, kBc = S::kBc;
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, gr = lane / 4, tc = (lane % 4) * 2;
   const int key0 = j * kBc;
@@ -94,7 +94,24 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
     }
     // Rows past sq need no mask (their LSE2 is +inf); pairs outside the band and keys past sk do.
     const int last_row = min(row0 + kBr, seq.sq) - 1;
-    if (keys_past_end || key0 - last_row < band_lo || key0 + kBc - 1 - row0 > band_hi) {
+    if constexpr (kMask) {
+      // A mask function's row intervals (ends monotone in the row): the block is whole when its last row
+      // starts by key0 and its first row runs past its last key; else each pair is tested against its row's
+      // interval, read for this thread's query columns.
+      if (keys_past_end || rm.begin(last_row) > key0 || rm.end(row0) < key0 + kBc) {
+#pragma unroll
+        for (int n = 0; n < kBr / 8; ++n)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int row = row0 + n * 8 + tc + c, lo = rm.begin(row), hi = min(rm.end(row), seq.sk);
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const int key = key0 + my_key + 8 * r;
+              if (key < lo || key >= hi) acc_s[n][2 * r + c] = acc_dp[n][2 * r + c] = 0.f;
+            }
+          }
+      }
+    } else if (keys_past_end || key0 - last_row < band_lo || key0 + kBc - 1 - row0 > band_hi) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int key = key0 + my_key + 8 * r;

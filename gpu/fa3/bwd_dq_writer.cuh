@@ -28,9 +28,9 @@ __device__ __forceinline__ void add_release(int* p, int v) {
   asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
-template <class S, typename T, bool kDeterministic>
+template <class S, typename T, bool kDeterministic, bool kMask>
 __device__ void write_dq(BwdSmem<S, T>& sm, const BackwardParams& p, const BwdScratch& sc, const Sequence& seq,
-                         const BwdWalk<S::kBr, S::kBc>& walk, int j, int b) {
+                         const BwdWalk<S::kBr, S::kBc>& walk, const RowMask& rm, int j, int b) {
   constexpr int kBr = S::kBr, kBc = S::kBc;
   const bool leader = threadIdx.x % 32 == 0;
   const int64_t first = block_start<kBr>(p, b);
@@ -42,7 +42,9 @@ __device__ void write_dq(BwdSmem<S, T>& sm, const BackwardParams& p, const BwdSc
     if (leader) {
       if constexpr (kDeterministic) {
         // This K/V block's place among those Q block i sees (the forward's key_blocks of that block).
-        const int rank = j - key_blocks<kBr, kBc>(i * kBr, seq.sq, seq.sk, p.window_left, p.window_right).begin;
+        const int first_j = kMask ? key_blocks<kBr, kBc>(i * kBr, rm).begin
+                                  : key_blocks<kBr, kBc>(i * kBr, seq.sq, seq.sk, p.window_left, p.window_right).begin;
+        const int rank = j - first_j;
         while (load_acquire(sc.sem + block) != rank) {
         }
         fence_async_global();

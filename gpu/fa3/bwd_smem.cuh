@@ -1,6 +1,7 @@
 // fa3's backward: its tile shape, its shared memory, its scratch in global memory and the walk of Q
 // blocks a CTA makes: what the producer, the consumers and the dQ writer agree on.
 #pragma once
+#include <type_traits>
 #include <cstdint>
 
 #include "../params.hpp"
@@ -89,15 +90,19 @@ __device__ inline DqPlace dq_place(int f) {
 
 // The Q blocks a CTA (K/V block j of kv head g, batch entry b) walks: every query head of g's group,
 // and for each the Q blocks [i_begin, i_begin + n) whose rows see any of the block's keys (sequence.cuh
-// rows_seeing), step t at head g group + t / n, Q block i_begin + t % n; deterministic, from the last
+// rows_seeing: the window rule's closed form, or with kMask binary searches on a mask function's row
+// intervals), step t at head g group + t / n, Q block i_begin + t % n; deterministic, from the last
 // (i_begin + n - 1 - t % n: bwd_dq_writer.cuh says why).
 template <int kBr, int kBc>
 struct BwdWalk {
   int i_begin = 0, n = 0, head0 = 0, steps = 0;
   bool from_last = false;
-  __device__ BwdWalk(const BackwardParams& p, const Sequence& s, int j, int g) {
-    const int group = p.heads_q / p.heads_kv, key0 = j * kBc;
-    const RowRange rows = rows_seeing(key0, min(key0 + kBc, s.sk), s.sq, s.sk, p.window_left, p.window_right);
+  template <bool kMask>
+  __device__ BwdWalk(const BackwardParams& p, const Sequence& s, int j, int g, const RowMask& rm,
+                     std::bool_constant<kMask>) {
+    const int group = p.heads_q / p.heads_kv, key0 = j * kBc, key1 = min(key0 + kBc, s.sk);
+    const RowRange rows =
+        kMask ? rows_seeing(key0, key1, rm) : rows_seeing(key0, key1, s.sq, s.sk, p.window_left, p.window_right);
     i_begin = rows.lo / kBr;
     n = rows.hi > rows.lo ? (rows.hi + kBr - 1) / kBr - i_begin : 0;
     head0 = g * group;

@@ -2,8 +2,9 @@
 // sliding-window masks (bottom-right) with tile skipping, softcap, GQA/MQA (dK and dV summed over a kv
 // head's query heads inside the CTA), seqlen_q != seqlen_k, varlen. Head dims up to 128 (multiples of 8,
 // zero-padded to 64 or 128 by the copy engine). dQ by bulk reductions (cp.reduce.async.bulk) into an fp32
-// scratch, or, deterministic, the same reductions in a fixed order of the K/V blocks. Mask functions,
-// ALiBi and dropout are fa2's backward's only.
+// scratch, or, deterministic, the same reductions in a fixed order of the K/V blocks. The interval mask
+// functions (prefix-LM, document, chunked; params.hpp mask_lo / mask_hi, fixed-length batches) in a kMask
+// instantiation; a dense mask, ALiBi and dropout are fa2's backward's only.
 //
 // Three kernels, in launch order, by role:
 //   preprocess  a CTA a Q block of (head, entry): D = rowsum(dO o O) and LSE2 = LSE log2 e into the padded
@@ -12,7 +13,8 @@
 //   main        one CTA a (K/V block of 128 keys, kv head, batch entry); a producer and two consumer
 //               warpgroups (setmaxnreg 24 / 240):
 //     scheduler   the grid itself, and bwd_smem.cuh BwdWalk: the Q blocks whose rows see the CTA's keys
-//                 (rows_seeing: causal and window blocks skipped), for each query head of the group.
+//                 (rows_seeing: causal and window blocks skipped; under a mask function binary searches on
+//                 its row intervals), for each query head of the group.
 //     producer    bwd_producer.cuh, warpgroup 0's first warp (one lane issues): K_j and V_j once, then Q_i,
 //                 dO_i (TMA) and the rows' LSE2 and D (bulk copies) through two stages.
 //     consumers   bwd_consumer.cuh: S^T, dP^T, dV, dK and dQ by wgmma (64 keys each), P^T and dS^T in
@@ -41,6 +43,12 @@
 //   v3  dK and dV out through shared memory (a free Q / dO stage) with 16-byte stores: A/B in one process
 //       s = 1k +1.9-4.9%, 4k -0.2% to +2.0%, 16k -2.3% to -0.5% (bench/results/ab-h100-2026-11-23-fa3-
 //       bwd-epilogue.csv; at 1k a CTA walks 8-16 steps and its end counts).
+//   v4  interval mask functions (kMask, 2026-11-24): the walk, the element mask on partial tiles (each
+//       query column's interval read from mask_lo / mask_hi) and the deterministic rank from the mask's
+//       rows; the kernels without a mask as before. H100, one process, batch x seqlen = 16k, 16 heads
+//       (bench/results/masks-h100-2026-11-24-fa3.csv): fa3 forward+backward against density x unmasked
+//       1.08-1.24 with prefix-LM, 1.31-1.72 with documents (8 in 16k tokens: short walks, partial tiles at
+//       every document's edges); documents 6.2-7.2x cuDNN with the dense mask at s = 16k.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -115,7 +123,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const BackwardParam
 }
 
 // ---- 2. dK, dV and dQ's reductions: set up the mbarriers, split the warpgroups into their roles.
-template <class S, typename T, bool kSoftcap, bool kDeterministic>
+template <class S, typename T, bool kSoftcap, bool kDeterministic, bool kMask>
 __global__ void __launch_bounds__(S::kThreads, 1)
     fa3_backward_kernel(const __grid_constant__ BackwardParams p, const __grid_constant__ CUtensorMap map_q,
                         const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
@@ -126,7 +134,8 @@ __global__ void __launch_bounds__(S::kThreads, 1)
   const int j = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
   const Sequence seq = sequence_of(p, b);
   if (j * S::kBc >= seq.sk) return;  // varlen: a K/V block past this entry's keys (the whole CTA leaves)
-  const BwdWalk<S::kBr, S::kBc> walk(p, seq, j, g);
+  const RowMask rm = row_mask<kMask>(p, seq, b);  // kMask: a mask function's row intervals; else the window
+  const BwdWalk<S::kBr, S::kBc> walk(p, seq, j, g, rm, std::bool_constant<kMask>{});
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     tma_prefetch_map(&map_q);
@@ -143,10 +152,10 @@ __global__ void __launch_bounds__(S::kThreads, 1)
     regs_dealloc<S::kProducerRegs>();
     const int warp = threadIdx.x / 32;
     if (warp == 0) produce_bwd<S, T>(sm, p, sc, seq, walk, j, g, b, &map_q, &map_k, &map_v, &map_do);
-    else if (warp == 1) write_dq<S, T, kDeterministic>(sm, p, sc, seq, walk, j, b);
+    else if (warp == 1) write_dq<S, T, kDeterministic, kMask>(sm, p, sc, seq, walk, rm, j, b);
   } else {
     regs_alloc<S::kConsumerRegs>();
-    consume_bwd<S, T, kSoftcap>(sm, p, seq, walk, j, g, wg - 1);
+    consume_bwd<S, T, kSoftcap, kMask>(sm, p, seq, walk, rm, j, g, wg - 1);
   }
 #endif
 }
@@ -199,11 +208,15 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
       rows_heads_map(p.d_o, q_rows, p.heads_q, p.head_dim, p.o_row_stride, p.o_head_stride, S::kBr);
   const CUtensorMap map_k = rows_heads_map(p.k, k_rows, p.heads_kv, p.head_dim, p.k_row_stride, p.k_head_stride, S::kBc);
   const CUtensorMap map_v = rows_heads_map(p.v, k_rows, p.heads_kv, p.head_dim, p.v_row_stride, p.v_head_stride, S::kBc);
-  const auto pick = [&](auto cap) {
-    return p.deterministic ? &fa3_backward_kernel<S, T, decltype(cap)::value, true>
-                           : &fa3_backward_kernel<S, T, decltype(cap)::value, false>;
+  // kMask: a mask function's row intervals (fa3_backward_unsupported refuses dense masks, ALiBi, dropout).
+  const auto pick = [&](auto cap, auto mask) {
+    return p.deterministic ? &fa3_backward_kernel<S, T, decltype(cap)::value, true, decltype(mask)::value>
+                           : &fa3_backward_kernel<S, T, decltype(cap)::value, false, decltype(mask)::value>;
   };
-  const auto kernel = p.softcap > 0.f ? pick(std::true_type{}) : pick(std::false_type{});
+  const auto with = [&](auto cap) {
+    return p.mask_lo ? pick(cap, std::true_type{}) : pick(cap, std::false_type{});
+  };
+  const auto kernel = p.softcap > 0.f ? with(std::true_type{}) : with(std::false_type{});
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const dim3 grid((p.seqlen_k + S::kBc - 1) / S::kBc, p.heads_kv, p.batch);
   kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, map_do, sc);
@@ -228,7 +241,10 @@ std::string fa3_backward_unsupported(const BackwardParams& p) {
   if (const std::string why = fa3_forward_unsupported(p); !why.empty()) return why;
   if (!fa3_backward_shape(p.head_dim).supported())
     return "head_dim " + std::to_string(p.head_dim) + " (the fa3 backward takes multiples of 8 up to 128)";
-  if (p.features() != Features::none) return "mask functions, ALiBi and dropout (fa2's backward has them)";
+  if (p.features() == Features::extras) return "ALiBi and dropout (fa2's backward has them)";
+  if (p.bits.words) return "a dense mask (fa2's backward takes it; fa3's takes the interval masks: prefix-LM, "
+                           "document, chunked)";
+  if (p.mask_lo && p.cu_seqlens_q) return "a mask function with varlen (fa3 takes masks on fixed-length batches)";
   if (p.o_batch_stride != int64_t(p.seqlen_q) * p.o_row_stride && !p.cu_seqlens_q)
     return "an O / dO batch stride other than seqlen x row stride (fa3 folds batch and sequence into rows)";
   return "";
