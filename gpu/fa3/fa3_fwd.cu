@@ -131,14 +131,15 @@ __global__ void __launch_bounds__(S::kThreads, 1)
 #endif
 }
 
-// The shape of each compiled head dim is shapes.hpp's fa3_forward_shape.
-template <int D>
-struct DefaultOf {
-  static constexpr TileShape s = fa3_forward_shape(D);
+// The shape of each compiled head dim and element type: shapes.hpp's fa3_forward_shape, or for FP8 (one
+// byte an element) fa3_fp8_forward_shape.
+template <int D, typename T>
+struct KernelOf {
+  static constexpr TileShape s = sizeof(T) == 1 ? fa3_fp8_forward_shape(D) : fa3_forward_shape(D);
   using type = Shape<D, s.block_n, s.stages, s.block_m / 64>;
   static_assert(s.head_dim == D && type::kBr == s.block_m && type::kThreads == s.threads,
-                "fa3_forward_shape(D) must be a shape of this file's kernel");
-  static_assert(sizeof(Smem<type, __nv_bfloat16>) + 1024 <= size_t(s.smem_bytes),
+                "shapes.hpp's fa3 forward shape must be a shape of this file's kernel");
+  static_assert(sizeof(Smem<type, T>) + 1024 <= size_t(s.smem_bytes),
                 "shapes.hpp's shared memory must cover the kernel's (with its 1024-byte alignment)");
   static constexpr size_t smem = s.smem_bytes;
 };
@@ -167,10 +168,20 @@ int* tile_counter(cudaStream_t stream) {
   return c;
 }
 
+// The tile scheduler of a launch: Q blocks of br rows, handed out longest first (under a causal mask or a
+// mask function) within sections of (batch, head) pairs whose K and V (elem_bytes an element, a kv head
+// shared by its group's query heads) fit half the L2.
+TileScheduler scheduler_of(const AttentionParams& p, int br, int d, int elem_bytes, bool longest_first,
+                           cudaStream_t stream) {
+  const double kv_bytes = 2.0 * elem_bytes * p.seqlen_k * d / (p.heads_q / p.heads_kv);
+  const int section = std::max(1, int(device_attribute(cudaDevAttrL2CacheSize) / 2 / kv_bytes));
+  return TileScheduler{(p.seqlen_q + br - 1) / br, p.heads_q, p.batch, longest_first, section, tile_counter(stream)};
+}
+
 template <int D, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
-  using S = typename DefaultOf<D>::type;
-  constexpr size_t smem = DefaultOf<D>::smem;
+  using S = typename KernelOf<D, T>::type;
+  constexpr size_t smem = KernelOf<D, T>::smem;
   const bool varlen = p.cu_seqlens_q != nullptr;
   const int64_t q_rows = varlen ? p.total_q : int64_t(p.batch) * p.seqlen_q;
   const int64_t k_rows = varlen ? p.total_k : int64_t(p.batch) * p.seqlen_k;
@@ -179,17 +190,13 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   const CUtensorMap map_v = rows_heads_map(p.v, k_rows, p.heads_kv, p.head_dim, p.v_row_stride, p.v_head_stride, S::kBc);
   const bool causal = p.window_right == 0 && p.window_left < 0, mask = p.mask_lo != nullptr;
   check_block_lists(p.fa3_blocks, S::kBr, S::kBc, "fa3 forward");
-  // A section's K and V (2 bytes an element, a kv head shared by `group` query heads) in half the L2.
-  const double kv_bytes = 4.0 * p.seqlen_k * D / (p.heads_q / p.heads_kv);
-  const int section = std::max(1, int(device_attribute(cudaDevAttrL2CacheSize) / 2 / kv_bytes));
   // Under a mask function the Q blocks' walks differ in length too, so they take the causal path: the
   // atomic counter, which balances whatever the lengths (a CTA that drew short tiles takes more), in the
   // causal order, last Q block first within L2-sized sections. That order is longest first for prefix-LM
   // and for causal documents and chunks nearly so (a Q block sees at most the keys up to its own rows);
   // for a non-causal document mask or a dense one no fixed order is, and sorting tiles by their walk's
   // length would cost a pass over the lists a launch; the sections keep each round's K/V in L2 either way.
-  const TileScheduler sched{(p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch, causal || mask, section,
-                            tile_counter(stream)};
+  const TileScheduler sched = scheduler_of(p, S::kBr, D, 2, causal || mask, stream);
   // kMask for every level above none (fa3_forward_unsupported refuses the extras, ALiBi and dropout).
   const auto kernel = pick_instantiation(p, [](auto cap, auto f) {
     return &fa3_forward_kernel<S, T, decltype(cap)::value, decltype(f)::value != Features::none>;
@@ -265,23 +272,11 @@ uint8_t* fp8_vt_buffer(size_t bytes) {
   return static_cast<uint8_t*>(ptr);
 }
 
-// The FP8 kernel's shape is shapes.hpp's fa3_fp8_forward_shape.
-template <int D>
-struct Fp8Of {
-  static constexpr TileShape s = fa3_fp8_forward_shape(D);
-  using type = Shape<D, s.block_n, s.stages, s.block_m / 64>;
-  static_assert(s.head_dim == D && type::kBr == s.block_m && type::kThreads == s.threads,
-                "fa3_fp8_forward_shape(D) must be a shape of this file's kernel");
-  static_assert(sizeof(Smem<type, __nv_fp8_e4m3>) + 1024 <= size_t(s.smem_bytes),
-                "shapes.hpp's shared memory must cover the kernel's (with its 1024-byte alignment)");
-  static constexpr size_t smem = s.smem_bytes;
-};
-
 template <int D>
 void launch_fp8(const AttentionParams& in, cudaStream_t stream) {
-  using S = typename Fp8Of<D>::type;
   using T = __nv_fp8_e4m3;
-  constexpr size_t smem = Fp8Of<D>::smem;
+  using S = typename KernelOf<D, T>::type;
+  constexpr size_t smem = KernelOf<D, T>::smem;
   AttentionParams p = in;
   p.scale = in.scale * in.descale_q * in.descale_k;  // scores of the e4m3 values -> true scores, in one factor
   const int keys = (p.seqlen_k + 31) / 32 * 32;
@@ -295,10 +290,7 @@ void launch_fp8(const AttentionParams& in, cudaStream_t stream) {
                                            p.k_row_stride, p.k_head_stride, S::kBc, 1);
   const CUtensorMap map_v = vt_map(vt, keys, p.head_dim, planes, D);
   const bool causal = p.window_right == 0 && p.window_left < 0;
-  const double kv_bytes = 2.0 * p.seqlen_k * D / (p.heads_q / p.heads_kv);  // 1 byte an element
-  const int section = std::max(1, int(device_attribute(cudaDevAttrL2CacheSize) / 2 / kv_bytes));
-  const TileScheduler sched{(p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch, causal, section,
-                            tile_counter(stream)};
+  const TileScheduler sched = scheduler_of(p, S::kBr, D, 1, causal, stream);
   const auto kernel = p.softcap > 0.f ? &fa3_forward_kernel<S, T, true, false> : &fa3_forward_kernel<S, T, false, false>;
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int grid = std::min(sched.count(), device_attribute(cudaDevAttrMultiProcessorCount));

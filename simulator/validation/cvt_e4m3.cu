@@ -21,15 +21,8 @@
 #include <cstdlib>
 #include <functional>
 
-#define CHECK(call)                                                                                      \
-  do {                                                                                                   \
-    cudaError_t err_ = (call);                                                                           \
-    if (err_ != cudaSuccess) {                                                                           \
-      std::fprintf(stderr, "cvt_e4m3: %s failed at %s:%d: %s\n", #call, __FILE__, __LINE__,              \
-                   cudaGetErrorString(err_));                                                            \
-      std::exit(1);                                                                                      \
-    }                                                                                                    \
-  } while (0)
+constexpr const char* kProgram = "cvt_e4m3";  // CHECK's messages (timing.cuh)
+#include "timing.cuh"
 
 // One conversion of (x, x) and the result packed twice into the next x.
 __device__ __forceinline__ float cvt_step(float x) {
@@ -81,28 +74,6 @@ __global__ void mix_kernel(int iters, unsigned* sink) {
   for (int k = 0; k < 8; ++k) acc += x[k];
   for (int k = 0; k < 4; ++k) acc += y[k];
   if (acc == 1234.5f) sink[threadIdx.x] = 1;
-}
-
-static double time_best(const std::function<void()>& launch) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  launch();
-  CHECK(cudaGetLastError());
-  CHECK(cudaDeviceSynchronize());
-  float best = 1e30f;
-  for (int r = 0; r < 5; ++r) {
-    CHECK(cudaEventRecord(a));
-    launch();
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    best = std::min(best, ms);
-  }
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  return best * 1e-3;
 }
 
 int main() {

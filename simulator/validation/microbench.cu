@@ -46,15 +46,8 @@
 #include <utility>
 #include <vector>
 
-#define CHECK(call)                                                                                      \
-  do {                                                                                                   \
-    cudaError_t err_ = (call);                                                                           \
-    if (err_ != cudaSuccess) {                                                                           \
-      std::fprintf(stderr, "microbench: %s failed at %s:%d: %s\n", #call, __FILE__, __LINE__,            \
-                   cudaGetErrorString(err_));                                                            \
-      std::exit(1);                                                                                      \
-    }                                                                                                    \
-  } while (0)
+constexpr const char* kProgram = "microbench";  // CHECK's messages (timing.cuh)
+#include "timing.cuh"
 
 constexpr int kChains = 8;  // independent dependency chains per thread: enough to hide each pipe's latency
 
@@ -392,31 +385,6 @@ __global__ void red_kernel(float* __restrict__ acc, size_t words, int iters) {
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   for (int it = 0; it < iters; ++it)
     for (size_t w = blockIdx.x * size_t(blockDim.x) + threadIdx.x; w < words; w += stride) atomicAdd(acc + w, 1.0f);
-}
-
-// ---- timing ----------------------------------------------------------------------------------------------
-// Best of 5 timed runs of `launch` (after one warm-up), in seconds.
-static double time_best(const std::function<void()>& launch, int runs = 5) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  launch();
-  CHECK(cudaGetLastError());
-  CHECK(cudaDeviceSynchronize());
-  float best = 1e30f;
-  for (int r = 0; r < runs; ++r) {
-    CHECK(cudaEventRecord(a));
-    launch();
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    best = std::min(best, ms);
-  }
-  CHECK(cudaGetLastError());
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  return best * 1e-3;
 }
 
 int main() {

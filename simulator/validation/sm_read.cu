@@ -27,15 +27,8 @@
 #include <functional>
 #include <vector>
 
-#define CHECK(call)                                                                                      \
-  do {                                                                                                   \
-    cudaError_t err_ = (call);                                                                           \
-    if (err_ != cudaSuccess) {                                                                           \
-      std::fprintf(stderr, "sm_read: %s failed at %s:%d: %s\n", #call, __FILE__, __LINE__,               \
-                   cudaGetErrorString(err_));                                                            \
-      std::exit(1);                                                                                      \
-    }                                                                                                    \
-  } while (0)
+constexpr const char* kProgram = "sm_read";  // CHECK's messages (timing.cuh)
+#include "timing.cuh"
 
 constexpr int kThreads = 1024;
 constexpr int kUnroll = 4;  // independent loads a thread has in flight
@@ -70,30 +63,6 @@ __global__ void tile_load_kernel(const int4* __restrict__ src, int chunks, long 
   const long long t1 = clock64();
   if (threadIdx.x == 0) *clocks = t1 - t0;
   if (smem[threadIdx.x].x == 0x12345678) sink[threadIdx.x] = 1;
-}
-
-// Best of 5 timed runs of `launch` (after one warm-up), in seconds.
-static double time_best(const std::function<void()>& launch, int runs = 5) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  launch();
-  CHECK(cudaGetLastError());
-  CHECK(cudaDeviceSynchronize());
-  float best = 1e30f;
-  for (int r = 0; r < runs; ++r) {
-    CHECK(cudaEventRecord(a));
-    launch();
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    best = std::min(best, ms);
-  }
-  CHECK(cudaGetLastError());
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  return best * 1e-3;
 }
 
 int main() {
