@@ -10,7 +10,14 @@ against attention in fp32 on the dequantized inputs (the values the FP8 kernel c
 kernel's max |error| beside that of SDPA's bf16 math backend on the same dequantized inputs; and the
 FP8 output against the bf16 kernel's on the original inputs (the quantization's own cost).
 
-Usage: python3 bench/fp8_compare.py LIB.so OUT.csv [--seqlens 1024,...] [--hdims 128,256]
+With --accuracy it measures instead the error of the FP8 forward with and without incoherent processing
+(the FA3 paper's section 3.3): Q and K multiplied by the same random orthogonal matrix, a Hadamard matrix
+with random signs (Q H)(K H)^T = Q K^T, before they are quantized, so that an outlier's mass spreads over
+the head dim. Inputs as the paper's: N(0, 1) with 0.1% of the entries plus N(0, 10^2) outliers; errors
+(RMSE and max) against attention in fp64 on the original inputs, beside our bf16 fa3's. The rotation is
+done here in torch, before the call (it fuses with rotary embeddings in a model); the kernel is the same.
+
+Usage: python3 bench/fp8_compare.py LIB.so OUT.csv [--seqlens 1024,...] [--hdims 128,256] [--accuracy]
 FLOPs follow ANCHORS.md: 4 * batch * heads * seqlen^2 * head_dim, halved for causal.
 """
 import argparse
@@ -48,10 +55,13 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--seqlens", default="1024,2048,4096,8192,16384")
     ap.add_argument("--hdims", default="128,256")
+    ap.add_argument("--accuracy", action="store_true", help="FP8's error with and without incoherent processing")
     args = ap.parse_args()
     lib = load(args.lib)
     lib.flashlab_forward_fp8.restype = ctypes.c_int
     device = torch.cuda.get_device_name()
+    if args.accuracy:
+        return accuracy(lib, device, args)
     rows = []
     for d in map(int, args.hdims.split(",")):
         for s in map(int, args.seqlens.split(",")):
@@ -62,6 +72,68 @@ def main():
                       f"  cudnn {r['cudnn_tflops']:6.1f} TFLOP/s  fp8/fa3 {r['fp8_vs_fa3']:.2f}  fp8/cudnn"
                       f" {r['fp8_vs_cudnn']:.2f}  err {r['fp8_err']:.2e} (bf16 math {r['math_err']:.2e})", flush=True)
                 torch.cuda.empty_cache()
+    with open(args.out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def fp8_forward(lib, q, k, v, causal):
+    """O (bf16) and LSE of the FP8 forward on q, k, v quantized here (a descale a tensor)."""
+    b, s, h, d = q.shape
+    (q8, dq), (k8, dk), (v8, dv) = quantize(q), quantize(k), quantize(v)
+    o = torch.full_like(q, float("nan"), dtype=torch.bfloat16)
+    lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+    err = ctypes.create_string_buffer(512)
+    rc = lib.flashlab_forward_fp8(*[ctypes.c_void_p(t.data_ptr()) for t in (q8, k8, v8, o, lse)], b, s, s, h, h, d,
+                                  ctypes.c_float(dq), ctypes.c_float(dk), ctypes.c_float(dv), ctypes.c_float(d ** -0.5),
+                                  -1, 0 if causal else -1, ctypes.c_float(0.0),
+                                  ctypes.c_void_p(torch.cuda.current_stream().cuda_stream), err, 512)
+    if rc != 0:
+        raise RuntimeError(err.value.decode())
+    torch.cuda.synchronize()
+    return o
+
+
+def random_hadamard(d, gen):
+    """H = diag(random signs) x Sylvester's Hadamard matrix / sqrt(d): orthogonal (d a power of two)."""
+    had = torch.ones(1, 1, dtype=torch.float64)
+    while had.shape[0] < d:
+        had = torch.cat([torch.cat([had, had], 1), torch.cat([had, -had], 1)], 0)
+    signs = torch.randint(0, 2, (d,), generator=gen, dtype=torch.float64) * 2 - 1
+    return (signs[:, None] * had / d ** 0.5).cuda()
+
+
+def accuracy(lib, device, args):
+    rows = []
+    for d in map(int, args.hdims.split(",")):
+        for s in map(int, args.seqlens.split(",")):
+            b, h = 1, 4
+            gen = torch.Generator().manual_seed(d + s)
+
+            def outliers():  # N(0, 1), 0.1% of the entries plus N(0, 10^2)
+                x = torch.randn(b, s, h, d, generator=gen, dtype=torch.float64)
+                return x + (torch.rand(b, s, h, d, generator=gen, dtype=torch.float64) < 1e-3) * 10 * torch.randn(
+                    b, s, h, d, generator=gen, dtype=torch.float64)
+
+            q, k, v = (outliers().cuda().to(torch.bfloat16) for _ in range(3))
+            exact = F.scaled_dot_product_attention(*(x.double().transpose(1, 2) for x in (q, k, v))).transpose(1, 2)
+            rot = random_hadamard(d, gen)
+            q_rot, k_rot = ((x.double() @ rot).to(torch.bfloat16) for x in (q, k))
+            o3, lse3 = torch.empty_like(q), torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+            Fa2(torch, lib, q, k, v, o3, lse3, False, kernel=b"fa3").forward()
+            torch.cuda.synchronize()
+            outs = {"fa3_bf16": o3, "fp8": fp8_forward(lib, q, k, v, False),
+                    "fp8_hadamard": fp8_forward(lib, q_rot, k_rot, v, False)}
+            row = {"device": device, "date": datetime.date.today().isoformat(), "hdim": d, "seqlen": s, "batch": b,
+                   "heads": h, "inputs": "N(0,1) + 0.1% N(0,100) outliers"}
+            for name, o in outs.items():
+                e = o.double() - exact
+                row[f"{name}_rmse"] = e.pow(2).mean().sqrt().item()
+                row[f"{name}_max"] = e.abs().max().item()
+            rows.append(row)
+            print(f"d={d:3} s={s:5}  RMSE: bf16 fa3 {row['fa3_bf16_rmse']:.2e}  fp8 {row['fp8_rmse']:.2e}  fp8 + Hadamard "
+                  f"{row['fp8_hadamard_rmse']:.2e} ({row['fp8_rmse'] / row['fp8_hadamard_rmse']:.2f}x lower)", flush=True)
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
