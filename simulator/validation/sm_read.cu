@@ -16,6 +16,9 @@
 //   tile  one CTA of 128 threads (FA2's CTA) loads 48 KiB from L2 with cp.async 16 bytes a thread a
 //         load, all issued then waited for (Q block and first K block at d = 128, Br = 128, Bc = 64),
 //         timed with clock64 inside the kernel: the wait of a starting CTA alone, in seconds
+//   dispatch  grids of empty CTAs (128 threads, and dynamic shared memory that lets 2 of them, or 1, share
+//         an SM, as FA2's forward CTAs do) of 1 to 64 waves: the time a wave adds (the least-squares slope)
+//         is what the SM takes to retire a CTA and start the next one, with nothing to compute
 // Loads are ld.global.cg (L1 bypassed), four independent 16-byte loads a thread in flight. Every figure
 // is the best of 5 timed runs after a warm-up; clocks are not locked.
 #include <cuda_runtime.h>
@@ -63,6 +66,12 @@ __global__ void tile_load_kernel(const int4* __restrict__ src, int chunks, long 
   const long long t1 = clock64();
   if (threadIdx.x == 0) *clocks = t1 - t0;
   if (smem[threadIdx.x].x == 0x12345678) sink[threadIdx.x] = 1;
+}
+
+// A CTA that does nothing: what dispatching and retiring it costs.
+__global__ void empty_cta_kernel(int* sink) {
+  extern __shared__ int dyn[];
+  if (threadIdx.x == 1023) sink[0] = dyn[0];  // never true (128 threads): keeps the shared memory allocated
 }
 
 int main() {
@@ -136,6 +145,25 @@ int main() {
   CHECK(cudaFree(clocks));
   CHECK(cudaFree(l2_buf));
 
+  // Dispatch: 2 or 1 CTAs an SM (shared memory 100 KiB or 200 KiB a CTA), 1..64 waves of them.
+  const int wave_list[] = {1, 2, 4, 8, 16, 32, 64};
+  double dispatch_slope[2] = {0, 0};
+  std::vector<double> dispatch_times[2];
+  for (int per_sm = 2; per_sm >= 1; --per_sm) {
+    const int smem = per_sm == 2 ? (100 << 10) : (200 << 10);
+    CHECK(cudaFuncSetAttribute(empty_cta_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (int w : wave_list) {
+      const double t = time_best([&] { empty_cta_kernel<<<w * per_sm * sms, 128, smem>>>(sink); });
+      dispatch_times[2 - per_sm].push_back(t);
+      sx += w, sy += t, sxx += double(w) * w, sxy += w * t;
+    }
+    const double n = sizeof(wave_list) / sizeof(wave_list[0]);
+    dispatch_slope[2 - per_sm] = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+    std::fprintf(stderr, "  dispatch, %d CTAs an SM: %.3f us a wave (64 waves: %.1f us)\n", per_sm,
+                 dispatch_slope[2 - per_sm] * 1e6, dispatch_times[2 - per_sm].back() * 1e6);
+  }
+
   int driver = 0, runtime = 0;
   CHECK(cudaDriverGetVersion(&driver));
   CHECK(cudaRuntimeGetVersion(&runtime));
@@ -148,9 +176,15 @@ int main() {
   std::printf("\n  ],\n");
   std::printf("  \"tile_48k_from_l2_one_cta_clocks\": %lld,\n  \"tile_48k_from_l2_one_cta_s\": %.4e,\n", best_clocks,
               best_clocks / clock_hz);
+  for (int c = 0; c < 2; ++c) {
+    std::printf("  \"dispatch_%d_ctas_per_sm\": {\"seconds_per_wave\": %.4e, \"rows\": [", 2 - c, dispatch_slope[c]);
+    for (size_t n = 0; n < dispatch_times[c].size(); ++n)
+      std::printf("%s{\"waves\": %d, \"time_s\": %.4e}", n ? ", " : "", wave_list[n], dispatch_times[c][n]);
+    std::printf("]},\n");
+  }
   std::printf("  \"method\": \"k CTAs of %d threads (one an SM), each its own slice, ld.global.cg, %d 16-byte loads a "
               "thread in flight; L2: 128 KiB a CTA x %d passes; DRAM: 4 MiB a CTA once, fresh each run; tile: one CTA "
-              "of 128 threads, cp.async.cg 16 B, clock64; best of 5 after a warm-up, clocks not locked\"\n}\n",
+              "of 128 threads, cp.async.cg 16 B, clock64; dispatch: empty CTAs of 128 threads, 1-64 waves, the slope; best of 5 after a warm-up, clocks not locked\"\n}\n",
               kThreads, kUnroll, l2_reps);
   CHECK(cudaFree(sink));
   return 0;
