@@ -32,10 +32,20 @@ __device__ __forceinline__ void mask(float (&s)[kN8][4], int key0, int qcol, con
 }
 
 // -inf where a dense mask's bit is 0 (sequence.cuh BitRow): rows[r] is half-row r's row of bits, key0
-// the tile's first key, a multiple of 32, so that n-tiles 4w .. 4w + 3 read word w once.
+// the tile's first key. Where the tile is whole 32-key words (key0 a multiple of 32), n-tiles 4w .. 4w + 3
+// read word w once; else (fa3's 80-key blocks at d = 256) each element reads its own word.
 template <int kN8, class Bits>
 __device__ __forceinline__ void mask_bits(float (&s)[kN8][4], int key0, int qcol, const Bits (&rows)[2]) {
-  static_assert(kN8 % 4 == 0, "a tile of whole 32-key words");
+  if (kN8 % 4 != 0 || (key0 & 31) != 0) {
+#pragma unroll
+    for (int n = 0; n < kN8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + n * 8 + qcol + (e & 1);
+        if (!((rows[e / 2].word(key >> 5) >> (key & 31)) & 1u)) s[n][e] = -INFINITY;
+      }
+    return;
+  }
 #pragma unroll
   for (int r = 0; r < 2; ++r)
 #pragma unroll

@@ -6,7 +6,7 @@ hand; this script writes them. Run it after changing the list of shapes below:
     python3 scripts/gen_wgmma.py > gpu/fa3/wgmma_ops.cuh
 """
 
-SHAPES = (64, 128, 256)  # N: Bc for S = Q K^T, the head dim for O += P V (forward); Br for S^T = K Q^T and
+SHAPES = (64, 80, 128, 256)  # N: Bc for S = Q K^T, the head dim for O += P V (forward); Br for S^T = K Q^T and
                          # dP^T = V dO^T, the head dim for dV += P^T dO and dK += dS^T Q (backward)
 SS_TT_SHAPES = (64,)     # N: a consumer's 64 columns of dQ += dS K (backward)
 TYPES = (("bf16", "__nv_bfloat16"), ("f16", "__half"))

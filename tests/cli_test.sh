@@ -73,7 +73,7 @@ then passed=$((passed + 1)); echo "ok     the timeline files hold the replayed C
 else failed=$((failed + 1)); echo "FAILED the timeline files"; fi
 ok "estimate leaves fa3 out of 'all' on an A100, saying why" "fa3 left out: .*wgmma" -- estimate --gpu a100-80gb --algo all
 ok "estimate models cuDNN's and flashlab's kernels" "^fa3,h100-sxm" -- estimate --algo all --impl cudnn --format csv
-ok "estimate models flashlab's fa3 with gpu/shapes.hpp's tiles" "fa3 +8192 +128x64" -- estimate --algo fa3 --impl flashlab --hdim 256 --causal --seqlen 8192
+ok "estimate models flashlab's fa3 with gpu/shapes.hpp's tiles" "fa3 +8192 +128x80" -- estimate --algo fa3 --impl flashlab --hdim 256 --causal --seqlen 8192
 ok "estimate models flashlab's fa3 backward with fa3_backward_shape's tiles" "fa3 +8192 +64x128" -- estimate --algo fa3 --impl flashlab --hdim 128 --causal --seqlen 8192 --pass bwd
 ok "estimate models flashlab's fa3 forward + backward" "pass fwd\+bwd" -- estimate --algo fa3 --impl flashlab --hdim 64 --seqlen 4096 --pass fwd+bwd
 ok "estimate --algo all leaves flashlab's fa3 backward out at d = 256, saying why" "fa3 left out: flashlab's fa3 backward" -- \

@@ -37,7 +37,8 @@
 // Where it stands: NVIDIA H100 80GB HBM3, 2026-11-23, this code (v7 with two consumers), bf16, batch x
 // seqlen = 16k, heads x d = 2048, against SDPA's cuDNN backend in the same process
 // (bench/results/gpu-h100-2026-11-23-fa3-final.csv), s = 1k-16k: d = 64 0.86-1.01x (causal 0.82-0.95x),
-// d = 128 0.87-0.99x (causal 0.83-1.00x), d = 256 0.78-0.87x (causal 0.76-0.81x); against our fa2 at
+// d = 128 0.87-0.99x (causal 0.83-1.00x), d = 256 0.78-0.87x (causal 0.76-0.81x; v10, 2026-11-24:
+// 0.82-0.92x, causal 0.74-0.87x); against our fa2 at
 // d = 128, s >= 4k: 1.54-1.63x.
 //
 // Version index (bench/gpu_compare.py, bench/ab_libs.py --kernel fa3; H100, the sweep above, TFLOP/s at
@@ -67,6 +68,11 @@
 //       (O 128 + S 64 + P 16 registers a thread) 25 spill instructions in the main loop, as bf16 d = 256.
 //       Error with outliers 1.6-2.6x lower with a Hadamard rotation of Q and K before quantizing
 //       (bench/fp8_compare.py --accuracy).
+//   v10 d = 256: key blocks of 80 (FA3's) in place of 64, 224 KiB of shared memory; more work a tile for
+//       its fixed costs (O's rescale is 128 FMULs a thread a tile at d = 256) though ptxas spills more (156
+//       bytes, was 84). A/B in one process, H100 (bench/results/ab-h100-2026-11-24-fa3-d256-bc80.csv):
+//       0.99-1.07x of 64, faster from s = 4k. The sweep (gpu-h100-2026-11-24-fa3-d256-bc80.csv): 0.82-0.92x
+//       cuDNN without a mask, 0.74-0.87x causal (was 0.78-0.87x and 0.76-0.81x on 11-23's machine).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
