@@ -66,7 +66,7 @@ std::string fa3_forward_unsupported(const AttentionParams& p);
 void fa3_forward(const AttentionParams& p, cudaStream_t stream);
 // Its FP8 version: p.q, p.k, p.v in float8 e4m3 (x = e4m3 x p.descale_*, core's fp8.hpp), p.o in bf16, LSE
 // as the others; head dims padded to 128 or 256 (multiples of 16), causal and sliding windows, softcap,
-// GQA, fixed-length batches. It writes V^T into a buffer of its own first (kept a device, grown as needed).
+// GQA, fixed-length batches. It writes V^T into a buffer of its own first (one a stream, grown as needed).
 std::string fa3_fp8_forward_unsupported(const AttentionParams& p);
 void fa3_fp8_forward(const AttentionParams& p, cudaStream_t stream);
 // fa3/fa3_bwd.cu: its backward (wgmma for the five GEMMs, TMA, dQ by bulk reductions; p.deterministic adds

@@ -261,15 +261,16 @@ __global__ void __launch_bounds__(256) fp8_transpose_v(const AttentionParams p, 
   for (int c = 0; c < 4; ++c) *reinterpret_cast<uint32_t*>(out + int64_t(c) * keys) = col[c];
 }
 
-// V^T's buffer: one a device, kept and grown to the largest problem run so far (cudaMalloc synchronizes
-// the device, so it happens only when a problem outgrows it).
-uint8_t* fp8_vt_buffer(size_t bytes) {
+// V^T's buffer: one a stream of a device (launches on one stream run in order, so one buffer serves
+// them all), kept and grown to the largest problem run so far (cudaFree and cudaMalloc synchronize the
+// device, so that happens only when a problem outgrows it).
+uint8_t* fp8_vt_buffer(size_t bytes, cudaStream_t stream) {
   static std::mutex mutex;
-  static std::map<int, std::pair<void*, size_t>> buffers;
+  static std::map<std::pair<int, cudaStream_t>, std::pair<void*, size_t>> buffers;
   int dev = 0;
   FLASHLAB_CUDA(cudaGetDevice(&dev));
   const std::lock_guard<std::mutex> lock(mutex);
-  auto& [ptr, size] = buffers[dev];
+  auto& [ptr, size] = buffers[{dev, stream}];
   if (size < bytes) {
     if (ptr) FLASHLAB_CUDA(cudaFree(ptr));
     ptr = nullptr;
@@ -289,7 +290,7 @@ void launch_fp8(const AttentionParams& in, cudaStream_t stream) {
   p.scale = in.scale * in.descale_q * in.descale_k;  // scores of the e4m3 values -> true scores, in one factor
   const int keys = (p.seqlen_k + 31) / 32 * 32;
   const int64_t planes = int64_t(p.batch) * p.heads_kv;
-  uint8_t* vt = fp8_vt_buffer(size_t(planes) * p.head_dim * keys);
+  uint8_t* vt = fp8_vt_buffer(size_t(planes) * p.head_dim * keys, stream);
   fp8_transpose_v<<<dim3((keys + 63) / 64, (p.head_dim + 63) / 64, unsigned(planes)), 256, 0, stream>>>(p, vt, keys);
   FLASHLAB_CUDA_LAUNCHED();
   const CUtensorMap map_q = rows_heads_map(p.q, int64_t(p.batch) * p.seqlen_q, p.heads_q, p.head_dim, p.q_row_stride,
