@@ -2,6 +2,7 @@
 one device for q, k, v, GQA divisibility, varlen offsets. Every error says what was passed and what to
 change. Works on anything with .shape and .dtype (numpy arrays, torch tensors, fake tensors under
 torch.compile), so the checks run before any memory is touched."""
+import numbers
 from typing import NamedTuple
 
 from ._abi import MASK_KINDS
@@ -115,6 +116,20 @@ def check_mask(mask):
     kinds = [name for name in MASK_KINDS if name != "none"]
     if kind not in kinds:
         raise ValueError(f"mask kind {kind!r}: expected one of {', '.join(kinds)}")
-    if kind == "dense" and not hasattr(value, "shape"):
-        raise TypeError(f"a dense mask is a boolean array (sq, sk) or (batch|1, heads|1, sq, sk), got a "
-                        f"{type(value).__name__}: pass a numpy array (or a torch tensor with torch tensors)")
+    if kind == "dense":
+        if not hasattr(value, "shape"):
+            raise TypeError(f"a dense mask is a boolean array (sq, sk) or (batch|1, heads|1, sq, sk), got a "
+                            f"{type(value).__name__}: pass a numpy array (or a torch tensor with torch tensors)")
+
+
+def check_mask_integers(mask):
+    """The numpy path's check that a built-in kind's values are integers (a float chunk size would be cut
+    silently). Not on the torch path, where torch.compile may hand over its integers as SymInts."""
+    if mask is None or mask[0] == "dense":
+        return
+    kind, value = mask
+    values = list(value) if hasattr(value, "__len__") else [value]
+    if not values or not all(isinstance(x, numbers.Integral) for x in values):
+        what = {"prefix-lm": "a prefix length, or one per batch entry", "document": "the document lengths",
+                "chunked": "the chunk size"}[kind]
+        raise TypeError(f"mask ({kind!r}, {value!r}): {kind} takes integers, {what}")

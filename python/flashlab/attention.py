@@ -51,6 +51,7 @@ def _problem(shapes, precision, dropout_p, softmax_scale, causal, window_size, s
              cu_seqlens_q=None, cu_seqlens_k=None, mask=None):
     _checks.check_window(window_size)
     _checks.check_mask(mask)
+    _checks.check_mask_integers(mask)
     _checks.check_alibi_shape(alibi_slopes, shapes)
     slopes = None if alibi_slopes is None else [float(s) for s in alibi_slopes]
     return ProblemArgs(batch=shapes.batch, heads_q=shapes.heads_q, heads_kv=shapes.heads_kv,

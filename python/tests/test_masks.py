@@ -307,6 +307,8 @@ def test_public_bad_masks_raise_the_library_message():
                                                  "chunked, dense")
     assert error("chunked", ValueError).startswith("mask must be a (kind, value) pair, e.g. ('chunked', 64)")
     assert error(("dense", [[True] * 16] * 16), TypeError).startswith("a dense mask is a boolean array")
+    assert error(("chunked", 2.5), TypeError) == "mask ('chunked', 2.5): chunked takes integers, the chunk size"
+    assert error(("document", []), TypeError).endswith("document takes integers, the document lengths")
     assert ("document lengths 3,4 sum to 7, but seqlen is 16; they must cover the packed sequence exactly"
             in error(("document", [3, 4])))
     assert ("the dense mask (C ABI) has shape (16, 15); expected (seqlen_q, seqlen_k) = (16, 16)"
