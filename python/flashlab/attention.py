@@ -16,12 +16,13 @@ definitions; diag(i) = i + seqlen_k - seqlen_q, bottom-right as for causal):
                            or one per batch entry. Already causal: not with causal=True or a window.
   ("document", lengths)    doc(i) == doc(j): packed documents of these lengths (summing to seqlen_q ==
                            seqlen_k), each attending only to itself; with causal=True causal within it too.
-  ("chunked", size)        local attention in chunks of `size` keys, causal within each. Not with causal=True.
+  ("chunked", size)        local attention in chunks of `size` keys, causal within each; not with causal=True
+                           or a window.
   ("dense", bits)          a boolean array (seqlen_q, seqlen_k) or (batch|1, heads|1, seqlen_q, seqlen_k), true
                            where a query may attend; with causal / window both must allow a key.
 document and dense take fixed-length batches only (not flash_attn_varlen_func). On the GPU fa2 runs every
-kind forward and backward, fa3 forward (its backward is then fa2's). A mask the library cannot take
-raises with its reason.
+kind forward and backward, fa3 forward (its backward is then fa2's), both on fixed-length batches only. A
+mask the library cannot take raises with its reason.
 """
 from . import _checks
 from ._problem import ProblemArgs
@@ -99,7 +100,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     sequence b's tokens at rows cu_seqlens[b]:cu_seqlens[b+1] (int32, batch + 1 entries). Returns out
     (total_q, nheads, headdim_v), or (out, softmax_lse (nheads, total_q), None) with return_attn_probs.
     mask: as flash_attn_func's, applied to each sequence (diag(i) from its own lengths); prefix-lm and
-    chunked only (document and dense masks describe fixed-length batches)."""
+    chunked only (document and dense masks describe fixed-length batches), and on the CPU only (the GPU
+    kernels take masks on fixed-length batches)."""
     if _is_numpy(q):
         return _numpy_forward("flash_attn_varlen_func", q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                               max_seqlen_k, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
