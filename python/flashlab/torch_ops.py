@@ -74,7 +74,8 @@ def _mask_of(mask_kind, mask_values, dense_mask):
     kind, values = _KIND_NAMES[mask_kind], [int(x) for x in mask_values or ()]
     if kind == "dense":
         if dense_mask is None:
-            raise ValueError("mask_kind 4 (dense) needs dense_mask, a bool tensor (sq, sk) or (batch|1, heads|1, sq, sk)")
+            raise ValueError("mask_kind 4 (dense) needs dense_mask, a bool tensor (sq, sk) or "
+                             "(batch|1, heads|1, sq, sk)")
         return kind, dense_mask
     if kind == "chunked":
         if len(values) != 1:
