@@ -6,7 +6,7 @@ back-to-back calls of a tiny problem (so the kernel itself is short and the laun
   op       torch.ops.flashlab.fwd.default(q, k, v, True): the custom op as flash_attn_func calls it for
            causal=True (the options it does not set left to the schema's defaults): dispatcher, checks
            inside, outputs allocated
-  op_all   the same with all 17 arguments passed (each costs its conversion from Python)
+  op_all   the same with the 17 arguments before the mask's three passed (each costs its conversion from Python)
   packet   torch.ops.flashlab.fwd(q, k, v, True) (the overload packet, which picks the overload at each call)
   func     flashlab.flash_attn_func (flash-attn's signature: Python checks, then the op)
   alloc    the two torch.empty calls of the op's outputs alone, from Python (for scale, not subtracted)

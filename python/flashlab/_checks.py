@@ -2,7 +2,10 @@
 one device for q, k, v, GQA divisibility, varlen offsets. Every error says what was passed and what to
 change. Works on anything with .shape and .dtype (numpy arrays, torch tensors, fake tensors under
 torch.compile), so the checks run before any memory is touched."""
+import numbers
 from typing import NamedTuple
+
+from ._abi import MASK_KINDS
 
 
 # A named tuple rather than a dataclass: torch.compile's tracer builds and reads it without a graph break.
@@ -99,3 +102,34 @@ def check_alibi_shape(alibi_slopes, shapes):
     if shape != (shapes.heads_q,):
         raise ValueError(f"alibi_slopes has shape {shape}; flashlab takes one slope per query head: "
                          f"({shapes.heads_q},) (per-batch slopes (batch, nheads) are not supported)")
+
+
+def check_mask(mask):
+    """mask=(kind, value) as flash_attn_func takes it: the pair's form is checked here, its values (lengths
+    against seqlen, the dense shape, what it combines with) by the library, whose message says what is wrong."""
+    if mask is None:
+        return
+    if not isinstance(mask, (tuple, list)) or len(mask) != 2:
+        raise ValueError(f"mask must be a (kind, value) pair, e.g. ('chunked', 64) or ('document', [300, 724]), "
+                         f"got a {type(mask).__name__}")
+    kind, value = mask
+    kinds = [name for name in MASK_KINDS if name != "none"]
+    if kind not in kinds:
+        raise ValueError(f"mask kind {kind!r}: expected one of {', '.join(kinds)}")
+    if kind == "dense":
+        if not hasattr(value, "shape"):
+            raise TypeError(f"a dense mask is a boolean array (sq, sk) or (batch|1, heads|1, sq, sk), got a "
+                            f"{type(value).__name__}: pass a numpy array (or a torch tensor with torch tensors)")
+
+
+def check_mask_integers(mask):
+    """The numpy path's check that a built-in kind's values are integers (a float chunk size would be cut
+    silently). Not on the torch path, where torch.compile may hand over its integers as SymInts."""
+    if mask is None or mask[0] == "dense":
+        return
+    kind, value = mask
+    values = list(value) if hasattr(value, "__len__") else [value]
+    if not values or not all(isinstance(x, numbers.Integral) for x in values):
+        what = {"prefix-lm": "a prefix length, or one per batch entry", "document": "the document lengths",
+                "chunked": "the chunk size"}[kind]
+        raise TypeError(f"mask ({kind!r}, {value!r}): {kind} takes integers, {what}")

@@ -7,6 +7,15 @@ import math
 from . import _abi
 
 
+def _dense_bytes(value):
+    """A dense mask's bits, one byte each in C order (nonzero = may attend): a numpy array, or a torch tensor
+    on any device (copied to the host; this module imports neither library)."""
+    if hasattr(value, "data_ptr"):  # a torch tensor
+        bits = (value.cpu() != 0).byte().contiguous()
+        return ctypes.string_at(bits.data_ptr(), bits.numel())
+    return (value != 0).astype("uint8").tobytes()
+
+
 class ProblemArgs:
     """A filled flashlab_problem and the ctypes arrays its pointers point into (kept alive with it)."""
 
@@ -15,7 +24,8 @@ class ProblemArgs:
                  alibi_slopes=None, dropout_p=0.0, seed=0, cu_seqlens_q=None, cu_seqlens_k=None, mask=None):
         """mask: None, or (kind, value) with core's kinds (core/include/flashlab/mask.hpp):
         ("prefix-lm", n or [n per batch entry]), ("document", [lengths]), ("chunked", keys per chunk),
-        ("dense", a numpy boolean array of shape (sq, sk) or (batch|1, heads|1, sq, sk)). The library judges it (Problem::validate)."""
+        ("dense", a boolean numpy array or torch tensor of shape (sq, sk) or (batch|1, heads|1, sq, sk)).
+        The library judges it (Problem::validate)."""
         if dtype not in _abi.DTYPE_NAMES:
             raise ValueError(f"dtype {dtype!r}: expected one of {', '.join(_abi.DTYPE_NAMES)}")
         left, right = window_size
@@ -68,7 +78,7 @@ class ProblemArgs:
             shape = tuple(int(n) for n in value.shape)
             if len(shape) not in (2, 4):
                 raise ValueError(f"a dense mask has shape (sq, sk) or (batch|1, heads|1, sq, sk), got {shape}")
-            data = (value != 0).astype("uint8").tobytes()
+            data = _dense_bytes(value)
             buf = ctypes.create_string_buffer(data, len(data))
             self.keep.append(buf)
             p.dense_mask = ctypes.addressof(buf)

@@ -10,6 +10,11 @@ own memory and PyTorch's current stream (impl "fa2" unless told: "fa3", "standar
 fa3's after an fa3 forward where it takes the problem, else fa2's); CPU tensors run a CPU implementation
 ("tiled-fa2" unless told).
 
+A mask (flash_attn_func's mask=(kind, value)) travels as three arguments a schema can hold, the last of
+each op's: mask_kind (flashlab_mask_kind: 1 prefix-lm, 2 document, 3 chunked, 4 dense), mask_values (the
+prefix lengths, the document lengths, or [chunk]) and dense_mask (a bool tensor on q's device, copied to
+the host per call: the C ABI reads the bits from host memory).
+
 Two registrations of the same two ops (_cpp_ops.py picks one, FLASHLAB_TORCH_OPS overrides):
   C++     csrc/ops.cpp defines them (TORCH_LIBRARY) with their CUDA kernels and fwd's autograd; this module
           adds the CPU kernels (the Python bodies below) and the fake implementations. A call on CUDA
@@ -25,7 +30,7 @@ import contextlib
 import ctypes
 import functools
 import inspect
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -48,23 +53,52 @@ HOST_BACKWARD = ("reference", "tiled-fa1", "tiled-fa2", "gpu-fa2", "gpu-fa2-dete
 
 @functools.lru_cache(maxsize=512)
 def _problem(batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, head_dim_v, precision, causal, window_left,
-             window_right, scale, softcap, slopes, dropout_p, seed, cu_q, cu_k):
+             window_right, scale, softcap, slopes, dropout_p, seed, cu_q, cu_k, mask=None):
     return ProblemArgs(batch=batch, heads_q=heads_q, heads_kv=heads_kv, seqlen_q=seqlen_q, seqlen_k=seqlen_k,
                        head_dim=head_dim, head_dim_v=head_dim_v, dtype=precision, causal=causal,
                        window_size=(window_left, window_right), softmax_scale=scale or None, softcap=softcap,
-                       alibi_slopes=slopes, dropout_p=dropout_p, seed=seed, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+                       alibi_slopes=slopes, dropout_p=dropout_p, seed=seed, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                       mask=mask)
 
 
-def _problem_of(q, k, v, cu_q, cu_k, max_q, max_k, dropout_p, scale, causal, wl, wr, softcap, alibi, seed):
+_KIND_NAMES = {number: name for name, number in _abi.MASK_KINDS.items()}
+_MASK_DENSE = _abi.MASK_KINDS["dense"]
+
+
+def _mask_of(mask_kind, mask_values, dense_mask):
+    """The op's three mask arguments back as ProblemArgs' (kind, value), or None without a mask."""
+    if mask_kind == 0:
+        return None
+    if mask_kind not in _KIND_NAMES:
+        raise ValueError(f"mask_kind {mask_kind}: expected 0 (none), 1 (prefix-lm), 2 (document), 3 (chunked) or "
+                         "4 (dense)")
+    kind, values = _KIND_NAMES[mask_kind], [int(x) for x in mask_values or ()]
+    if kind == "dense":
+        if dense_mask is None:
+            raise ValueError("mask_kind 4 (dense) needs dense_mask, a bool tensor (sq, sk) or "
+                             "(batch|1, heads|1, sq, sk)")
+        return kind, dense_mask
+    if kind == "chunked":
+        if len(values) != 1:
+            raise ValueError(f"mask_kind 3 (chunked) takes mask_values=[chunk size], got {values}")
+        return kind, values[0]
+    return kind, tuple(values)
+
+
+def _problem_of(q, k, v, cu_q, cu_k, max_q, max_k, dropout_p, scale, causal, wl, wr, softcap, alibi, seed,
+                mask_kind=0, mask_values=None, dense_mask=None):
     shapes = _checks.attention_shapes(q, k, v, cu_q, cu_k, max_q, max_k)
     cu_q_host = None if cu_q is None else tuple(cu_q.tolist())  # varlen: the offsets on the host (a sync on CUDA)
     cu_k_host = None if cu_k is None else tuple(cu_k.tolist())
     if shapes.varlen:  # the offsets must end at q's and k's rows, or a kernel would read past them
         _checks.check_offsets(cu_q_host, cu_k_host, shapes)
     slopes = None if alibi is None else tuple(float(x) for x in alibi.tolist())
-    problem = _problem(int(shapes.batch), int(shapes.heads_q), int(shapes.heads_kv), int(shapes.seqlen_q),
-                       int(shapes.seqlen_k), int(shapes.head_dim), int(shapes.head_dim_v), _PRECISION[q.dtype],
-                       causal, wl, wr, scale, softcap, slopes, dropout_p, seed, cu_q_host, cu_k_host)
+    mask = _mask_of(mask_kind, mask_values, dense_mask)
+    # a dense mask's bits are read fresh each call (not a cache key); everything else is cached
+    build = _problem.__wrapped__ if mask is not None and mask[0] == "dense" else _problem
+    problem = build(int(shapes.batch), int(shapes.heads_q), int(shapes.heads_kv), int(shapes.seqlen_q),
+                    int(shapes.seqlen_k), int(shapes.head_dim), int(shapes.head_dim_v), _PRECISION[q.dtype],
+                    causal, wl, wr, scale, softcap, slopes, dropout_p, seed, cu_q_host, cu_k_host, mask)
     return shapes, problem
 
 
@@ -108,12 +142,14 @@ def _fwd_body(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, softmax_sca
               window_left: int = -1, window_right: int = -1, softcap: float = 0.0, dropout_p: float = 0.0,
               seed: int = 0, alibi_slopes: Optional[Tensor] = None, cu_seqlens_q: Optional[Tensor] = None,
               cu_seqlens_k: Optional[Tensor] = None, max_seqlen_q: int = 0, max_seqlen_k: int = 0, impl: str = "",
-              deterministic: bool = False) -> Tuple[Tensor, Tensor]:
+              deterministic: bool = False, mask_kind: int = 0, mask_values: Optional[List[int]] = None,
+              dense_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     impl = _resolved_impl(impl, q)
     if not q.is_cuda:  # the op called directly on CPU tensors: the checks flash_attn_func makes first
         _check_tensors(q, k, v, cu_seqlens_q, cu_seqlens_k, impl)
     shapes, problem = _problem_of(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
-                                  softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, seed)
+                                  softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, seed,
+                                  mask_kind, mask_values, dense_mask)
     lse = torch.empty(shapes.lse_shape(), dtype=torch.float32, device=q.device)
     if q.is_cuda:
         out = q.new_empty(shapes.o_shape())
@@ -131,7 +167,7 @@ def _fwd_body(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, softmax_sca
 
 def _fwd_fake(q, k, v, causal=False, softmax_scale=0.0, window_left=-1, window_right=-1, softcap=0.0, dropout_p=0.0,
               seed=0, alibi_slopes=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, impl="",
-              deterministic=False):
+              deterministic=False, mask_kind=0, mask_values=None, dense_mask=None):
     impl = _resolved_impl(impl, q)
     if cu_seqlens_q is None and cu_seqlens_k is None:
         # what flash_attn_func's fast path (C++ ops, CUDA, fixed length) leaves to the op, checked at trace time
@@ -152,9 +188,11 @@ def _bwd_body(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, softma
               cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
               dropout_p: float, softmax_scale: float, causal: bool, window_left: int, window_right: int,
               softcap: float, alibi_slopes: Optional[Tensor], seed: int, impl: str,
-              deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+              deterministic: bool, mask_kind: int = 0, mask_values: Optional[List[int]] = None,
+              dense_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
     _, problem = _problem_of(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
-                             softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, seed)
+                             softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, seed,
+                             mask_kind, mask_values, dense_mask)
     if q.is_cuda:
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         with _device_of(q):
@@ -171,39 +209,41 @@ def _bwd_body(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, softma
 
 
 def _bwd_fake(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
-              softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, seed, impl, deterministic):
+              softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, seed, impl, deterministic,
+              mask_kind=0, mask_values=None, dense_mask=None):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 # ---- autograd: the forward's inputs and outputs kept, bwd run on dout
 
-def _backward_impl(impl, on_cuda, head_dim, dropout_p, alibi):
-    if on_cuda:  # fa3's own where its backward takes the problem (head dims up to 128, no ALiBi or dropout)
-        fa3 = impl == "fa3" and head_dim <= 128 and dropout_p == 0 and alibi is None
+def _backward_impl(impl, on_cuda, head_dim, dropout_p, alibi, mask_kind=0):
+    if on_cuda:  # fa3's own where its backward takes the problem (head dims up to 128, no ALiBi, dropout or dense mask)
+        fa3 = impl == "fa3" and head_dim <= 128 and dropout_p == 0 and alibi is None and mask_kind != _MASK_DENSE
         return "fa3" if fa3 else "fa2"  # standard has no backward: fa2's is the GPU backward
     return impl if impl in HOST_BACKWARD else DEFAULT_HOST_IMPL
 
 
 def _setup_context(ctx, inputs, output):
     (q, k, v, causal, scale, wl, wr, softcap, dropout_p, seed, alibi, cu_q, cu_k, max_q, max_k, impl,
-     deterministic) = inputs
+     deterministic, mask_kind, mask_values, dense_mask) = inputs
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, alibi)
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, alibi, dense_mask)
     ctx.options = (max_q, max_k, dropout_p, scale, causal, wl, wr, softcap)
     ctx.seed, ctx.deterministic = seed, deterministic
-    ctx.impl = _backward_impl(impl, q.is_cuda, q.shape[-1], dropout_p, alibi)
+    ctx.mask_kind, ctx.mask_values = mask_kind, mask_values
+    ctx.impl = _backward_impl(impl, q.is_cuda, q.shape[-1], dropout_p, alibi, mask_kind)
 
 
 def _backward(ctx, dout, dlse):
-    q, k, v, out, lse, cu_q, cu_k, alibi = ctx.saved_tensors
+    q, k, v, out, lse, cu_q, cu_k, alibi, dense_mask = ctx.saved_tensors
     max_q, max_k, dropout_p, scale, causal, wl, wr, softcap = ctx.options
     if dout is None:  # only the LSE was used downstream; its gradient is not propagated (as in flash-attn)
         dout = torch.zeros_like(out)
     dq, dk, dv = torch.ops.flashlab.bwd.default(dout.contiguous(), q, k, v, out, lse, cu_q, cu_k, max_q, max_k,
                                                 dropout_p, scale, causal, wl, wr, softcap, alibi, ctx.seed, ctx.impl,
-                                                ctx.deterministic)
-    # one gradient per forward input: q, k, v, then none for the 14 options
-    return (dq, dk, dv) + (None,) * 14
+                                                ctx.deterministic, ctx.mask_kind, ctx.mask_values, dense_mask)
+    # one gradient per forward input: q, k, v, then none for the 17 options
+    return (dq, dk, dv) + (None,) * 17
 
 
 # ---- the registration: C++ when it builds (CPU kernels and fakes added here), else the Python custom ops
@@ -265,8 +305,23 @@ def _check_tensors(q, k, v, cu_q, cu_k, impl):
                          "use a CPU implementation (tiled-fa2, tiled-fa1, reference)")
 
 
+def _mask_args(mask, q):
+    """flash_attn_func's mask=(kind, value) as the op's (mask_kind, mask_values, dense_mask)."""
+    if mask is None:
+        return 0, None, None
+    _checks.check_mask(mask)
+    kind, value = mask
+    if kind == "dense":
+        dense = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+        if len(dense.shape) not in (2, 4):
+            raise ValueError(f"a dense mask has shape (sq, sk) or (batch|1, heads|1, sq, sk), got {tuple(dense.shape)}")
+        return _abi.MASK_KINDS[kind], None, dense.to(device=q.device, dtype=torch.bool)
+    values = list(value) if hasattr(value, "__len__") else [value]  # one prefix, or one per batch entry
+    return _abi.MASK_KINDS[kind], [int(x) for x in values], None
+
+
 def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
-              window_size, softcap, alibi_slopes, deterministic, return_attn_probs, impl, seed):
+              window_size, softcap, alibi_slopes, deterministic, return_attn_probs, impl, seed, mask=None):
     given_impl = impl or ""  # "" lets the op choose the device's default
     impl = _resolved_impl(impl, q)
     if BACKEND == "cpp" and q.is_cuda and cu_seqlens_q is None and cu_seqlens_k is None:
@@ -284,6 +339,6 @@ def attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, d
         raise ValueError(f"softmax_scale must be a positive number or None (1/sqrt(headdim)), got {softmax_scale}")
     options = (bool(causal), float(softmax_scale or 0.0), int(window_size[0]), int(window_size[1]), float(softcap),
                float(dropout_p), int(seed), alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q or 0,
-               max_seqlen_k or 0, given_impl, bool(deterministic))
+               max_seqlen_k or 0, given_impl, bool(deterministic)) + _mask_args(mask, q)
     out, lse = _fwd(q, k, v, *_without_trailing_defaults(options))
     return (out, lse, None) if return_attn_probs else out

@@ -12,6 +12,7 @@ Run on the GPU machine (python/README.md, "On a GPU"):
 The tolerance is the harness's rule: flashlab's error at
 most 2x (3x for gradients) that of SDPA run in the same low precision, plus 1e-5 (harness/check.hpp's
 rule, with SDPA in fp64 as the oracle)."""
+import inspect
 import os
 import subprocess
 import sys
@@ -207,7 +208,10 @@ def test_flash_attn_func_passes_only_the_options_it_sets():
     trim, defaults = torch_ops._without_trailing_defaults, torch_ops._FWD_DEFAULTS
     assert trim(defaults) == ()
     assert trim((True,) + defaults[1:]) == (True,)
-    assert trim(defaults[:-1] + (True,)) == defaults[:-1] + (True,)  # deterministic set: everything passed
+    deterministic = list(inspect.signature(torch_ops._fwd_body).parameters).index("deterministic") - 3
+    set_last = defaults[:deterministic] + (True,)
+    assert trim(set_last + defaults[deterministic + 1:]) == set_last  # deterministic set: everything before it
+    assert trim(defaults[:-3] + (3, [64], None)) == defaults[:-3] + (3, [64])  # a chunked mask: kind, values
     slopes = torch.ones(2, device=DEVICE)
     assert trim(defaults[:7] + (slopes,) + defaults[8:])[7] is slopes
     assert trim((False, 0.0, -1, 0) + defaults[4:]) == (False, 0.0, -1, 0)  # window (-1, 0): right set
@@ -285,7 +289,7 @@ def test_python_ops_in_a_subprocess():
     env = dict(os.environ, FLASHLAB_TORCH_OPS="python",
                PYTHONPATH=os.path.join(os.path.dirname(__file__), os.pardir))
     selected = ("plain-d64 or gqa-odd-lengths or varlen or compile or opcheck or errors or cpu_tensors or schemas "
-                "or alibi")
+                "or alibi or mask_kwarg")
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", __file__, "-k", selected]
     r = subprocess.run(command, capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
@@ -495,3 +499,135 @@ def test_prepare_refuses_a_mask_the_kernel_cannot_take():
     with pytest.raises(_abi.FlashlabError, match="standard cannot run this problem, so no mask is prepared for it: "
                                                  "unsupported: mask kind document"):
         _prepare(q, ("document", [32, 32]), kernel=b"standard")
+
+
+# ---- masks through the public API: flash_attn_func(..., mask=(kind, value)) on the custom op
+
+def sdpa_allowed(q, k, v, allowed, upcast=False):
+    """SDPA on flash-attn's layout with a boolean mask broadcastable to (b, hq, sq, sk), GQA by repeating k, v."""
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    if upcast:
+        qt, kt, vt = qt.double(), kt.double(), vt.double()
+    group = qt.shape[1] // kt.shape[1]
+    kt, vt = kt.repeat_interleave(group, dim=1), vt.repeat_interleave(group, dim=1)
+    return F.scaled_dot_product_attention(qt, kt, vt, attn_mask=allowed).transpose(1, 2)
+
+
+def _dense_per_entry(b, s):
+    """(b, 1, s, s) bool on the GPU: holes that differ by batch entry, a band of keys dark for every query
+    (a whole K/V block at fa2's and fa3's tiles); every row still sees a key (SDPA gives NaN for one that sees
+    none)."""
+    i, j = torch.arange(s, device=DEVICE)[:, None], torch.arange(s, device=DEVICE)[None, :]
+    return torch.stack([((i * (7 + e) + j * 3) % 5 != 0) & ~((j >= 128) & (j < 256)) for e in range(b)])[:, None]
+
+
+KWARG_MASKS = {  # seqlen 300: name -> (mask, causal)
+    "document-causal": (("document", [100, 170, 30]), True),
+    "prefix-lm": (("prefix-lm", 90), False),
+    "chunked": (("chunked", 64), False),
+    "dense-4d": (None, False),  # _dense_per_entry, a bool tensor on the GPU
+}
+
+
+@pytest.mark.parametrize("impl", ["fa2", "fa3"])
+@pytest.mark.parametrize("name", list(KWARG_MASKS))
+def test_mask_kwarg_forward_backward_against_sdpa(impl, name):
+    """flash_attn_func(mask=...) on CUDA tensors against SDPA given the same boolean mask, forward and
+    backward, GQA. fa3's backward takes the interval masks (prefix-lm, document, chunked); under a dense mask
+    autograd runs fa2's (as for ALiBi and dropout)."""
+    if impl == "fa3" and torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("fa3 needs an sm_90 GPU (H100/H200)")
+    torch.manual_seed(5)
+    b, s, hq, hk, d = 2, 300, 4, 2, 128
+    mask, causal = KWARG_MASKS[name]
+    if mask is None:
+        allowed = _dense_per_entry(b, s)
+        mask = ("dense", allowed)
+    else:
+        allowed = _allowed(*mask, s, causal)[None, None]
+    q, k, v = rand(b, s, hq, d), rand(b, s, hk, d), rand(b, s, hk, d)
+    out = flashlab.flash_attn_func(q, k, v, causal=causal, mask=mask, impl=impl)
+    ref, low = sdpa_allowed(q, k, v, allowed, upcast=True), sdpa_allowed(q, k, v, allowed)
+    assert max_err(out, ref) <= 2 * max_err(low, ref) + 1e-5
+    unmasked = flashlab.flash_attn_func(q, k, v, causal=causal, impl=impl)
+    assert max_err(out, unmasked) > 0.05  # the mask reached the kernel
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    grads_ref = torch.autograd.grad(ref, (q, k, v), dout.double())
+    grads_low = torch.autograd.grad(low, (q, k, v), dout)
+    for g_name, g, r, lo in zip(("dQ", "dK", "dV"), grads, grads_ref, grads_low):
+        assert max_err(g, r) <= 3 * max_err(lo, r) + 1e-5, g_name
+
+
+def test_mask_kwarg_under_compile_fullgraph():
+    """A mask is plain Python numbers (and a tensor for dense): torch.compile(fullgraph=True) traces it
+    into the op's arguments, no graph break, the same answer as eager."""
+    q, k, v = rand(2, 256, 4, 64, grad=False), rand(2, 256, 2, 64, grad=False), rand(2, 256, 2, 64, grad=False)
+    dense = _dense_per_entry(2, 256)
+    for mask in (("chunked", 64), ("prefix-lm", [10, 200]), ("dense", dense)):
+        f = torch.compile(lambda q, k, v: flashlab.flash_attn_func(q, k, v, mask=mask), fullgraph=True)
+        torch.testing.assert_close(f(q, k, v), flashlab.flash_attn_func(q, k, v, mask=mask), rtol=0, atol=0)
+        torch._dynamo.reset()
+
+
+def test_mask_kwarg_opcheck():
+    """opcheck with the mask arguments: schema, fake implementation and autograd agree with the real op."""
+    q, k, v = rand(1, 128, 2, 64), rand(1, 128, 2, 64), rand(1, 128, 2, 64)
+    op = torch.ops.flashlab.fwd.default
+    base = (q, k, v, False, 0.125, -1, -1, 0.0, 0.0, 0, None, None, None, 0, 0, "fa2", False)
+    torch.library.opcheck(op, base + (3, [32], None))                       # chunked
+    torch.library.opcheck(op, base + (2, [50, 78], None))                   # document
+    torch.library.opcheck(op, base + (4, None, _dense_per_entry(1, 128)))   # dense
+
+
+def test_mask_kwarg_errors_say_what_is_wrong():
+    q = rand(1, 64, 2, 64, grad=False)
+    with pytest.raises(RuntimeError, match="document lengths 30,4 sum to 34, but seqlen is 64"):
+        flashlab.flash_attn_func(q, q, q, mask=("document", [30, 4]))
+    with pytest.raises(RuntimeError, match=r"the dense mask \(C ABI\) has shape \(64, 63\)"):
+        flashlab.flash_attn_func(q, q, q, mask=("dense", torch.ones(64, 63, dtype=torch.bool, device=DEVICE)))
+    with pytest.raises(ValueError, match=r"a dense mask has shape \(sq, sk\) or .*got \(64,\)"):
+        flashlab.flash_attn_func(q, q, q, mask=("dense", torch.ones(64, dtype=torch.bool, device=DEVICE)))
+    with pytest.raises(ValueError, match="mask kind 'sliding': expected one of prefix-lm, document, chunked, dense"):
+        flashlab.flash_attn_func(q, q, q, mask=("sliding", 8))
+    with pytest.raises(RuntimeError, match="prefix-lm is already causal after the prefix"):
+        flashlab.flash_attn_func(q, q, q, causal=True, mask=("prefix-lm", 8))
+    with pytest.raises(RuntimeError, match=r"unsupported: mask kind chunked \(fa2 and fa3 take mask functions\)"):
+        flashlab.flash_attn_func(q, q, q, mask=("chunked", 16), impl="standard")
+    cu = torch.tensor([0, 32, 64], dtype=torch.int32, device=DEVICE)
+    with pytest.raises(RuntimeError, match=r"unsupported: mask kind chunked with varlen"):
+        flashlab.flash_attn_varlen_func(q[0], q[0], q[0], cu, cu, 32, 32, mask=("chunked", 16))
+    if torch.cuda.get_device_capability()[0] == 9:
+        # fa3's backward asked directly under a dense mask (autograd would pick fa2's): the library's refusal,
+        # with the way out; under a mask function it runs, and agrees with fa2's
+        dense = torch.ones(64, 64, dtype=torch.bool, device=DEVICE).tril()
+        op_args = (False, 0.0, -1, -1, 0.0, 0.0, 0, None, None, None, 0, 0, "fa3", False, 4, None, dense)
+        out, lse = torch.ops.flashlab.fwd.default(q, q, q, *op_args)
+        with pytest.raises(RuntimeError, match=r"unsupported: mask kind dense in the fa3 backward \(fa2's "
+                                               r"backward takes it"):
+            torch.ops.flashlab.bwd.default(torch.ones_like(out), q, q, q, out, lse, None, None, 0, 0, 0.0, 0.0,
+                                           False, -1, -1, 0.0, None, 0, "fa3", False, 4, None, dense)
+        op_args = (False, 0.0, -1, -1, 0.0, 0.0, 0, None, None, None, 0, 0, "fa3", False, 3, [16], None)
+        out, lse = torch.ops.flashlab.fwd.default(q, q, q, *op_args)
+        bwd_args = (None, None, 0, 0, 0.0, 0.0, False, -1, -1, 0.0, None, 0)
+        grads = {impl: torch.ops.flashlab.bwd.default(torch.ones_like(out), q, q, q, out, lse, *bwd_args, impl,
+                                                      False, 3, [16], None) for impl in ("fa3", "fa2")}
+        for mine, theirs in zip(grads["fa3"], grads["fa2"]):
+            assert max_err(mine, theirs) <= 0.02 * theirs.float().abs().max().item() + 1e-3
+
+
+def test_mask_kwarg_cpu_tensors_match_the_numpy_path():
+    """CPU torch tensors run the CPU implementation with the mask: the same O and gradients as numpy arrays
+    through flash_attn_func / flash_attn_backward."""
+    torch.manual_seed(6)
+    q, k, v = (torch.randn(2, 40, 2, 16, requires_grad=True) for _ in range(3))
+    mask = ("prefix-lm", [5, 33])
+    out, lse, _ = flashlab.flash_attn_func(q, k, v, mask=mask, return_attn_probs=True)
+    arrays = [x.detach().numpy() for x in (q, k, v)]
+    out_np, lse_np, _ = flashlab.flash_attn_func(*arrays, mask=mask, return_attn_probs=True)
+    assert max_err(out, torch.from_numpy(out_np)) == 0 and max_err(lse, torch.from_numpy(lse_np)) == 0
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    grads_np = flashlab.flash_attn_backward(dout.numpy(), *arrays, out_np, lse_np, mask=mask)
+    for g, g_np in zip(grads, grads_np):
+        assert max_err(g, torch.from_numpy(g_np)) == 0

@@ -1,13 +1,15 @@
 """Masks through the C ABI (ABI 2's flashlab_problem mask fields, python's ProblemArgs(mask=...)): the CPU
 implementations with each mask kind against the numpy fp64 oracle given the same mask as a boolean array
 written here from core/include/flashlab/mask.hpp's definitions, by the harness's rule; a version-1 struct
-still accepted; bad mask descriptions refused with their message; the prepared device mask's entry points."""
+still accepted; bad mask descriptions refused with their message; the prepared device mask's entry points;
+the public API's mask= (flash_attn_func, flash_attn_varlen_func, flash_attn_backward) on the same cases."""
 import ctypes
 
 import numpy as np
 import pytest
 
 import oracle
+import flashlab
 from flashlab import _abi, _checks, _host
 from flashlab._problem import ProblemArgs
 from test_attention import assert_within_rule, max_err
@@ -207,3 +209,117 @@ def test_prepared_mask_entry_points():
     if not lib.flashlab_has_cuda():
         assert lib.flashlab_mask_prepare_v2(b"fa2", problem.ref, None, ctypes.byref(out), err, 512) != 0
         assert "built without CUDA" in err.value.decode()
+
+
+# ---- the public API: flash_attn_func / flash_attn_varlen_func / flash_attn_backward with mask=(kind, value)
+
+def public(case, impl, backward=False):
+    """The case through flash_attn_func (and flash_attn_backward), as a user calls them."""
+    b, sq, sk, hq, hk, d, mask, causal = CASES[case]
+    r = np.random.default_rng(1)
+    q, k, v = (r.standard_normal(s).astype(np.float32) for s in ((b, sq, hq, d), (b, sk, hk, d), (b, sk, hk, d)))
+    o, lse, _ = flashlab.flash_attn_func(q, k, v, causal=causal, mask=mask, impl=impl, return_attn_probs=True)
+    if not backward:
+        return (q, k, v), (o, lse)
+    dout = r.standard_normal(o.shape).astype(np.float32)
+    return (q, k, v, dout), flashlab.flash_attn_backward(dout, q, k, v, o, lse, causal=causal, mask=mask, impl=impl)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("case", list(CASES))
+def test_flash_attn_func_mask_matches_fp64_oracle(impl, case):
+    mask, causal = oracle_allowed(case)
+    (q, k, v), (o, lse) = public(case, impl)
+    o_ref, lse_ref = oracle.forward(q, k, v, causal=causal, allowed=mask)
+    _, (o_base, lse_base) = public(case, "reference")
+    assert_within_rule("O", o, o_base, o_ref)
+    assert_within_rule("LSE", lse, lse_base, lse_ref)
+    unmasked, _ = oracle.forward(q, k, v, causal=causal)
+    assert max_err(o, unmasked) > 0.05  # the mask reached the library: without it the answer differs
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("case", ["prefix-lm-per-entry-sq<sk", "document-causal", "chunked-sq<sk", "dense-4d"])
+def test_flash_attn_backward_mask_matches_fp64_oracle(impl, case):
+    mask, causal = oracle_allowed(case)
+    (q, k, v, dout), grads = public(case, impl, backward=True)
+    _, base = public(case, "reference", backward=True)
+    ref = oracle.backward(dout, q, k, v, causal=causal, allowed=mask)
+    for name, g, gb, r in zip(("dQ", "dK", "dV"), grads, base, ref):
+        assert_within_rule(name, g, gb, r)
+
+
+VARLEN_LENS = ([5, 40, 17], [30, 40, 51])  # per sequence: seqlen_q, seqlen_k (sq < sk, sq = sk, sq < sk)
+
+
+def varlen_oracle(q, k, v, cu_q, cu_k, kind, value, dout=None):
+    """The fp64 oracle per sequence, each a batch of one with its own diag(i) = i + sk_b - sq_b."""
+    outs = []
+    for e in range(len(cu_q) - 1):
+        qs, ks = slice(cu_q[e], cu_q[e + 1]), slice(cu_k[e], cu_k[e + 1])
+        sq, sk = qs.stop - qs.start, ks.stop - ks.start
+        per_entry = value if isinstance(value, int) or kind == "chunked" else value[e]
+        allow = allowed(kind, per_entry, 1, q.shape[1], sq, sk)
+        args = (q[None, qs], k[None, ks], v[None, ks])
+        if dout is None:
+            o, lse = oracle.forward(*args, allowed=allow)
+            outs.append((o[0], lse[0]))
+        else:
+            outs.append(tuple(g[0] for g in oracle.backward(dout[None, qs], *args, allowed=allow)))
+    if dout is None:
+        return np.concatenate([o for o, _ in outs]), np.concatenate([lse for _, lse in outs], axis=1)
+    return tuple(np.concatenate([g[n] for g in outs]) for n in range(3))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("mask", [("prefix-lm", [3, 25, 9]), ("chunked", 8)], ids=["prefix-lm", "chunked"])
+def test_flash_attn_varlen_func_mask_matches_fp64_oracle(impl, mask):
+    lens_q, lens_k = VARLEN_LENS
+    cu_q = np.concatenate([[0], np.cumsum(lens_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lens_k)]).astype(np.int32)
+    r = np.random.default_rng(4)
+    q = r.standard_normal((cu_q[-1], 2, 16)).astype(np.float32)
+    k, v = (r.standard_normal((cu_k[-1], 1, 16)).astype(np.float32) for _ in range(2))
+    common = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k),
+                  mask=mask)
+    o_ref, lse_ref = varlen_oracle(q, k, v, cu_q, cu_k, *mask)
+    o_base, lse_base, _ = flashlab.flash_attn_varlen_func(q, k, v, impl="reference", return_attn_probs=True, **common)
+    o, lse, _ = flashlab.flash_attn_varlen_func(q, k, v, impl=impl, return_attn_probs=True, **common)
+    assert_within_rule("O", o, o_base, o_ref)
+    assert_within_rule("LSE", lse, lse_base, lse_ref)
+    dout = r.standard_normal(o.shape).astype(np.float32)
+    ref = varlen_oracle(q, k, v, cu_q, cu_k, *mask, dout=dout)
+    base = flashlab.flash_attn_backward(dout, q, k, v, o_base, lse_base, impl="reference", **common)
+    grads = flashlab.flash_attn_backward(dout, q, k, v, o, lse, impl=impl, **common)
+    for name, g, gb, gr in zip(("dQ", "dK", "dV"), grads, base, ref):
+        assert max_err(g, gr) <= 3 * max_err(gb, gr) + 1e-5, name  # varlen gradients: the harness's factor 3
+
+
+def test_public_bad_masks_raise_the_library_message():
+    q = np.random.default_rng(2).standard_normal((1, 16, 1, 8)).astype(np.float32)
+
+    def error(mask, exc=flashlab.FlashlabError, **kw):
+        with pytest.raises(exc) as info:
+            flashlab.flash_attn_func(q, q, q, mask=mask, **kw)
+        return str(info.value)
+
+    assert error(("sliding", 4), ValueError) == ("mask kind 'sliding': expected one of prefix-lm, document, "
+                                                 "chunked, dense")
+    assert error("chunked", ValueError).startswith("mask must be a (kind, value) pair, e.g. ('chunked', 64)")
+    assert error(("dense", [[True] * 16] * 16), TypeError).startswith("a dense mask is a boolean array")
+    assert error(("chunked", 2.5), TypeError) == "mask ('chunked', 2.5): chunked takes integers, the chunk size"
+    assert error(("document", []), TypeError).endswith("document takes integers, the document lengths")
+    assert ("document lengths 3,4 sum to 7, but seqlen is 16; they must cover the packed sequence exactly"
+            in error(("document", [3, 4])))
+    assert ("the dense mask (C ABI) has shape (16, 15); expected (seqlen_q, seqlen_k) = (16, 16)"
+            in error(("dense", np.ones((16, 15), bool))))
+    assert "dense mask has shape (sq, sk) or (batch|1, heads|1, sq, sk), got (16,)" in error(
+        ("dense", np.ones(16, bool)), ValueError)
+    assert "prefix-lm is already causal after the prefix" in error(("prefix-lm", 4), causal=True)
+    assert "chunked attention is already causal within each chunk" in error(("chunked", 4), window_size=(8, 0))
+    dout = np.ones_like(q)
+    with pytest.raises(flashlab.FlashlabError, match="chunked attention needs a positive chunk size"):
+        flashlab.flash_attn_backward(dout, q, q, q, q, np.zeros((1, 1, 16), np.float32), mask=("chunked", 0))
+    cu = np.array([0, 8, 16], np.int32)
+    with pytest.raises(flashlab.FlashlabError, match="document masking packs sequences itself"):
+        flashlab.flash_attn_varlen_func(q[0], q[0], q[0], cu, cu, 8, 8, mask=("document", [8]))

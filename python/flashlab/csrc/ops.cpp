@@ -15,6 +15,10 @@
 //   Autograd  fwd's gradient is bwd (a torch::autograd::Function), for every device: the CPU kernel is
 //             reached through the same function when the tensors are on the CPU.
 //
+// A mask (flash_attn_func's mask=(kind, value)) is each op's last three arguments: mask_kind
+// (flashlab_mask_kind), mask_values (the prefix lengths, the document lengths, or [chunk]) and dense_mask
+// (bool, on q's device, copied to the host per call: flashlab_problem's dense_mask is host memory).
+//
 // Index
 //   [SECTION] Entry points      the C ABI's functions, handed over by Python
 //   [SECTION] Messages          Python-style formatting, so errors read as _checks.py's do
@@ -53,6 +57,10 @@ using OptionalTensor = std::optional<Tensor>;
 #else
 using OptionalTensor = c10::optional<Tensor>;
 #endif
+// `SymInt[]?` (mask_values): plain integers in the CUDA kernels, SymInts in the autograd kernel and the
+// typed handles (the dispatcher unpacks one into the other, as it does SymInt into int64_t).
+using OptionalInts = at::OptionalIntArrayRef;
+using OptionalSymInts = at::OptionalSymIntArrayRef;
 
 // ============================================================================================================
 // [SECTION] Entry points
@@ -254,20 +262,70 @@ int32_t abi_dtype(at::ScalarType t) {
 
 // What the problem's pointers point into: kept alive for the duration of the call.
 struct HostCopies {
-  Tensor cu_q, cu_k;  // (batch + 1,) int32
-  Tensor slopes;      // (heads_q,) fp64
+  Tensor cu_q, cu_k;                 // (batch + 1,) int32
+  Tensor slopes;                     // (heads_q,) fp64
+  int64_t mask_kind = 0;             // enum flashlab_mask_kind
+  std::vector<int64_t> mask_values;  // prefix lengths, document lengths, or {chunk}
+  Tensor dense;                      // (sq, sk) or (batch|1, heads|1, sq, sk) uint8
 };
 
-// Both passes' host copies: varlen's offsets (checked) and ALiBi's slopes, where the call has them.
+// torch_ops._mask_of's checks: what the struct's fields need before the library judges the values (a
+// chunk size present, a dense mask of at most 4 dimensions, which is all dense_shape holds).
+void host_mask(HostCopies& host, int64_t mask_kind, OptionalInts mask_values, const OptionalTensor& dense_mask) {
+  host.mask_kind = mask_kind;
+  if (mask_kind == 0) return;
+  TORCH_CHECK_VALUE(mask_kind >= 1 && mask_kind <= 4, "mask_kind ", mask_kind, ": expected 0 (none), 1 "
+                    "(prefix-lm), 2 (document), 3 (chunked) or 4 (dense)");
+  if (mask_values.has_value()) host.mask_values.assign(mask_values->begin(), mask_values->end());
+  if (mask_kind == FLASHLAB_MASK_DENSE) {
+    TORCH_CHECK_VALUE(dense_mask.has_value(), "mask_kind 4 (dense) needs dense_mask, a bool tensor (sq, sk) or "
+                      "(batch|1, heads|1, sq, sk)");
+    TORCH_CHECK_VALUE(dense_mask->dim() == 2 || dense_mask->dim() == 4, "a dense mask has shape (sq, sk) or "
+                      "(batch|1, heads|1, sq, sk), got ", py_tuple(dense_mask->sizes()));
+    host.dense = dense_mask->to(at::kCPU).ne(0).to(at::kByte).contiguous();  // one byte per bit, C order
+  }
+  TORCH_CHECK_VALUE(mask_kind != FLASHLAB_MASK_CHUNKED || host.mask_values.size() == 1, "mask_kind 3 (chunked) "
+                    "takes mask_values=[chunk size], got ", py_list(host.mask_values, 8));
+}
+
+// Both passes' host copies: varlen's offsets (checked), ALiBi's slopes and the mask, where the call has them.
 HostCopies host_copies(const Shapes& s, const OptionalTensor& cu_q, const OptionalTensor& cu_k,
-                       const OptionalTensor& alibi_slopes) {
+                       const OptionalTensor& alibi_slopes, int64_t mask_kind, OptionalInts mask_values,
+                       const OptionalTensor& dense_mask) {
   HostCopies host;
   if (s.varlen) {
     host.cu_q = host_offsets(*cu_q, "cu_seqlens_q", s.total_q, "q");
     host.cu_k = host_offsets(*cu_k, "cu_seqlens_k", s.total_k, "k");
   }
   if (alibi_slopes.has_value()) host.slopes = host_slopes(*alibi_slopes, s);
+  host_mask(host, mask_kind, mask_values, dense_mask);
   return host;
+}
+
+// flashlab_problem's mask fields (ABI 2) from the host copies; only the mask kind's own fields are set.
+void set_mask(flashlab_problem& p, const HostCopies& host) {
+  p.mask_kind = static_cast<int32_t>(host.mask_kind);
+  const auto count = static_cast<int64_t>(host.mask_values.size());
+  switch (host.mask_kind) {
+    case FLASHLAB_MASK_PREFIX_LM:
+      p.mask_prefix = host.mask_values.data();
+      p.mask_prefix_count = count;
+      break;
+    case FLASHLAB_MASK_DOCUMENT:
+      p.doc_lengths = host.mask_values.data();
+      p.doc_lengths_count = count;
+      break;
+    case FLASHLAB_MASK_CHUNKED:
+      p.chunk = host.mask_values[0];  // host_mask made sure there is one
+      break;
+    case FLASHLAB_MASK_DENSE:
+      p.dense_mask = host.dense.data_ptr<uint8_t>();
+      p.dense_ndim = static_cast<int32_t>(host.dense.dim());
+      for (int64_t n = 0; n < host.dense.dim(); ++n) p.dense_shape[n] = host.dense.size(n);
+      break;
+    default:
+      break;
+  }
 }
 
 flashlab_problem make_problem(const Shapes& s, at::ScalarType dtype, double dropout_p, double softmax_scale,
@@ -300,6 +358,7 @@ flashlab_problem make_problem(const Shapes& s, at::ScalarType dtype, double drop
     p.cu_seqlens_q = host.cu_q.data_ptr<int32_t>();
     p.cu_seqlens_k = host.cu_k.data_ptr<int32_t>();
   }
+  set_mask(p, host);
   return p;
 }
 
@@ -348,11 +407,12 @@ std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& q, const Tensor& k, const Tens
                                     double softmax_scale, int64_t window_left, int64_t window_right, double softcap,
                                     double dropout_p, int64_t seed, const OptionalTensor& alibi_slopes,
                                     const OptionalTensor& cu_q, const OptionalTensor& cu_k, int64_t max_seqlen_q,
-                                    int64_t max_seqlen_k, c10::string_view impl_view, bool deterministic) {
+                                    int64_t max_seqlen_k, c10::string_view impl_view, bool deterministic,
+                                    int64_t mask_kind, OptionalInts mask_values, const OptionalTensor& dense_mask) {
   const std::string impl = impl_view.empty() ? "fa2" : std::string(impl_view.data(), impl_view.size());
   check_tensors(q, k, v, cu_q, cu_k, impl);
   const Shapes s = attention_shapes(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k);
-  const HostCopies host = host_copies(s, cu_q, cu_k, alibi_slopes);
+  const HostCopies host = host_copies(s, cu_q, cu_k, alibi_slopes, mask_kind, mask_values, dense_mask);
 
   const c10::cuda::CUDAGuard guard(q.device());  // q's GPU current for the call; a no-op when it already is
   Tensor out = new_cuda(s.o_shape(), q.options());                      // (batch, seqlen_q, heads_q, head_dim_v)
@@ -370,14 +430,16 @@ std::tuple<Tensor, Tensor, Tensor> bwd_cuda(const Tensor& dout, const Tensor& q,
                                             const OptionalTensor& cu_k, int64_t max_seqlen_q, int64_t max_seqlen_k,
                                             double dropout_p, double softmax_scale, bool causal, int64_t window_left,
                                             int64_t window_right, double softcap, const OptionalTensor& alibi_slopes,
-                                            int64_t seed, c10::string_view impl_view, bool deterministic) {
+                                            int64_t seed, c10::string_view impl_view, bool deterministic,
+                                            int64_t mask_kind, OptionalInts mask_values,
+                                            const OptionalTensor& dense_mask) {
   const std::string impl(impl_view.data(), impl_view.size());
   check_tensors(q, k, v, cu_q, cu_k, impl);
   const Shapes s = attention_shapes(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k);
   check_like(out, "out", q, q.scalar_type(), s.o_shape());
   check_like(dout, "dout", q, q.scalar_type(), s.o_shape());
   check_like(softmax_lse, "softmax_lse", q, at::kFloat, s.lse_shape());
-  const HostCopies host = host_copies(s, cu_q, cu_k, alibi_slopes);
+  const HostCopies host = host_copies(s, cu_q, cu_k, alibi_slopes, mask_kind, mask_values, dense_mask);
 
   const c10::cuda::CUDAGuard guard(q.device());
   Tensor dq = new_cuda(q.sizes(), q.options());  // (batch, seqlen_q, heads_q,  head_dim), contiguous as q
@@ -407,11 +469,12 @@ std::tuple<Tensor, Tensor, Tensor> bwd_cuda(const Tensor& dout, const Tensor& q,
 using FwdSignature = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, bool, double,
                                                 c10::SymInt, c10::SymInt, double, double, c10::SymInt,
                                                 const OptionalTensor&, const OptionalTensor&, const OptionalTensor&,
-                                                c10::SymInt, c10::SymInt, c10::string_view, bool);
+                                                c10::SymInt, c10::SymInt, c10::string_view, bool, c10::SymInt,
+                                                OptionalSymInts, const OptionalTensor&);
 using BwdSignature = std::tuple<Tensor, Tensor, Tensor>(
     const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const OptionalTensor&,
     const OptionalTensor&, c10::SymInt, c10::SymInt, double, double, bool, c10::SymInt, c10::SymInt, double,
-    const OptionalTensor&, c10::SymInt, c10::string_view, bool);
+    const OptionalTensor&, c10::SymInt, c10::string_view, bool, c10::SymInt, OptionalSymInts, const OptionalTensor&);
 
 const c10::TypedOperatorHandle<FwdSignature>& fwd_op() {
   static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("flashlab::fwd", "").typed<FwdSignature>();
@@ -424,10 +487,11 @@ const c10::TypedOperatorHandle<BwdSignature>& bwd_op() {
 }
 
 // torch_ops._backward_impl: on the GPU fa3's where its backward takes the problem (head dims up to 128, no
-// ALiBi or dropout), else fa2's (standard has none); on the CPU the forward's implementation when it has a
-// backward, else tiled-fa2.
-std::string backward_impl(const std::string& impl, bool on_cuda, int64_t head_dim, double dropout_p, bool alibi) {
-  if (on_cuda) return impl == "fa3" && head_dim <= 128 && dropout_p == 0 && !alibi ? "fa3" : "fa2";
+// ALiBi, dropout or dense mask: it takes the interval masks), else fa2's (standard has none); on the CPU the
+// forward's implementation when it has a backward, else tiled-fa2.
+std::string backward_impl(const std::string& impl, bool on_cuda, int64_t head_dim, double dropout_p, bool alibi,
+                          bool dense_masked) {
+  if (on_cuda) return impl == "fa3" && head_dim <= 128 && dropout_p == 0 && !alibi && !dense_masked ? "fa3" : "fa2";
   for (const char* name : {"reference", "tiled-fa1", "tiled-fa2", "gpu-fa2", "gpu-fa2-deterministic"})
     if (impl == name) return impl;
   return "tiled-fa2";
@@ -436,18 +500,36 @@ std::string backward_impl(const std::string& impl, bool on_cuda, int64_t head_di
 Tensor value_or_undefined(const OptionalTensor& x) { return x.has_value() ? *x : Tensor(); }
 OptionalTensor optional_of(const Tensor& x) { return x.defined() ? OptionalTensor(x) : OptionalTensor(); }
 
+// mask_values kept for the backward: None, or a tuple of its SymInts (an IValue saved_data can hold in
+// every torch this compiles with), and back.
+c10::IValue saved_ints(const OptionalSymInts& values) {
+  if (!values.has_value()) return c10::IValue();
+  std::vector<c10::IValue> items(values->begin(), values->end());
+  return c10::ivalue::Tuple::create(std::move(items));
+}
+std::vector<c10::SymInt> ints_of(const c10::IValue& saved) {
+  std::vector<c10::SymInt> values;
+  if (saved.isTuple())
+    for (const c10::IValue& x : saved.toTupleRef().elements()) values.push_back(x.toSymInt());
+  return values;
+}
+
 struct Attention : public torch::autograd::Function<Attention> {
   static torch::autograd::variable_list forward(
       torch::autograd::AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
       double scale, c10::SymInt wl, c10::SymInt wr, double softcap, double dropout_p, c10::SymInt seed,
       const OptionalTensor& alibi, const OptionalTensor& cu_q, const OptionalTensor& cu_k, c10::SymInt max_q,
-      c10::SymInt max_k, c10::string_view impl, bool deterministic) {
+      c10::SymInt max_k, c10::string_view impl, bool deterministic, c10::SymInt mask_kind,
+      OptionalSymInts mask_values, const OptionalTensor& dense_mask) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     auto [out, lse] = fwd_op().call(q, k, v, causal, scale, wl, wr, softcap, dropout_p, seed, alibi, cu_q, cu_k,
-                                    max_q, max_k, impl, deterministic);
+                                    max_q, max_k, impl, deterministic, mask_kind, mask_values, dense_mask);
     // what _setup_context saves: the tensors (absent ones as undefined), the options as IValues
     ctx->save_for_backward({q, k, v, out, lse, value_or_undefined(cu_q), value_or_undefined(cu_k),
-                            value_or_undefined(alibi)});
+                            value_or_undefined(alibi), value_or_undefined(dense_mask)});
+    const bool dense_masked = mask_kind == FLASHLAB_MASK_DENSE;
+    ctx->saved_data["mask_kind"] = std::move(mask_kind);
+    ctx->saved_data["mask_values"] = saved_ints(mask_values);
     ctx->saved_data["max_q"] = std::move(max_q);
     ctx->saved_data["max_k"] = std::move(max_k);
     ctx->saved_data["dropout_p"] = dropout_p;
@@ -459,7 +541,8 @@ struct Attention : public torch::autograd::Function<Attention> {
     ctx->saved_data["seed"] = std::move(seed);
     ctx->saved_data["deterministic"] = deterministic;
     ctx->saved_data["impl"] =
-        backward_impl(std::string(impl.data(), impl.size()), q.is_cuda(), q.size(-1), dropout_p, alibi.has_value());
+        backward_impl(std::string(impl.data(), impl.size()), q.is_cuda(), q.size(-1), dropout_p, alibi.has_value(),
+                      dense_masked);
     return {out, lse};
   }
 
@@ -471,13 +554,17 @@ struct Attention : public torch::autograd::Function<Attention> {
     Tensor dout = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(out);
     const auto& d = ctx->saved_data;
     const std::string impl = d.at("impl").toStringRef();
+    const std::vector<c10::SymInt> mask_values = ints_of(d.at("mask_values"));
+    const OptionalSymInts mask_values_arg =
+        d.at("mask_values").isNone() ? OptionalSymInts() : OptionalSymInts(c10::SymIntArrayRef(mask_values));
     auto [dq, dk, dv] = bwd_op().call(
         dout, q, k, v, out, lse, optional_of(saved[5]), optional_of(saved[6]), d.at("max_q").toSymInt(),
         d.at("max_k").toSymInt(), d.at("dropout_p").toDouble(), d.at("scale").toDouble(), d.at("causal").toBool(),
         d.at("wl").toSymInt(), d.at("wr").toSymInt(), d.at("softcap").toDouble(), optional_of(saved[7]),
-        d.at("seed").toSymInt(), impl, d.at("deterministic").toBool());
-    // one gradient per forward input: q, k, v, then none for the 14 options
-    torch::autograd::variable_list result(17);
+        d.at("seed").toSymInt(), impl, d.at("deterministic").toBool(), d.at("mask_kind").toSymInt(),
+        mask_values_arg, optional_of(saved[8]));
+    // one gradient per forward input: q, k, v, then none for the 17 options
+    torch::autograd::variable_list result(20);
     result[0] = dq;
     result[1] = dk;
     result[2] = dv;
@@ -491,17 +578,19 @@ std::tuple<Tensor, Tensor> fwd_autograd(const Tensor& q, const Tensor& k, const 
                                         c10::SymInt wl, c10::SymInt wr, double softcap, double dropout_p,
                                         c10::SymInt seed, const OptionalTensor& alibi, const OptionalTensor& cu_q,
                                         const OptionalTensor& cu_k, c10::SymInt max_q, c10::SymInt max_k,
-                                        c10::string_view impl, bool deterministic) {
+                                        c10::string_view impl, bool deterministic, c10::SymInt mask_kind,
+                                        OptionalSymInts mask_values, const OptionalTensor& dense_mask) {
   const bool needs_grad =
       at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
   if (!needs_grad) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return fwd_op().call(q, k, v, causal, scale, std::move(wl), std::move(wr), softcap, dropout_p, std::move(seed),
-                         alibi, cu_q, cu_k, std::move(max_q), std::move(max_k), impl, deterministic);
+                         alibi, cu_q, cu_k, std::move(max_q), std::move(max_k), impl, deterministic,
+                         std::move(mask_kind), mask_values, dense_mask);
   }
   auto outputs = Attention::apply(q, k, v, causal, scale, std::move(wl), std::move(wr), softcap, dropout_p,
                                   std::move(seed), alibi, cu_q, cu_k, std::move(max_q), std::move(max_k), impl,
-                                  deterministic);
+                                  deterministic, std::move(mask_kind), mask_values, dense_mask);
   return {outputs[0], outputs[1]};
 }
 
@@ -520,11 +609,13 @@ TORCH_LIBRARY(flashlab, m) {
   m.def("fwd(Tensor q, Tensor k, Tensor v, bool causal=False, float softmax_scale=0., SymInt window_left=-1, "
         "SymInt window_right=-1, float softcap=0., float dropout_p=0., SymInt seed=0, Tensor? alibi_slopes=None, "
         "Tensor? cu_seqlens_q=None, Tensor? cu_seqlens_k=None, SymInt max_seqlen_q=0, SymInt max_seqlen_k=0, "
-        "str impl=\"\", bool deterministic=False) -> (Tensor, Tensor)");
+        "str impl=\"\", bool deterministic=False, SymInt mask_kind=0, SymInt[]? mask_values=None, "
+        "Tensor? dense_mask=None) -> (Tensor, Tensor)");
   m.def("bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor softmax_lse, Tensor? cu_seqlens_q, "
         "Tensor? cu_seqlens_k, SymInt max_seqlen_q, SymInt max_seqlen_k, float dropout_p, float softmax_scale, "
         "bool causal, SymInt window_left, SymInt window_right, float softcap, Tensor? alibi_slopes, SymInt seed, "
-        "str impl, bool deterministic) -> (Tensor, Tensor, Tensor)");
+        "str impl, bool deterministic, SymInt mask_kind=0, SymInt[]? mask_values=None, Tensor? dense_mask=None) "
+        "-> (Tensor, Tensor, Tensor)");
   // no tensors: a catch-all kernel, called once by flashlab/_cpp_ops.py with the library's addresses
   m.def("_set_entry_points(int forward, int backward, int abi_version) -> ()", &flashlab_ops::set_entry_points);
 }
