@@ -130,9 +130,10 @@ static HostForward run_fp8_forward(const Problem& p, const Tensor& q, const Tens
   return out;
 }
 
-HostForward run_forward(const std::string& kernel, const Problem& p, const Tensor& q, const Tensor& k,
+HostForward run_forward(const std::string& name, const Problem& p, const Tensor& q, const Tensor& k,
                         const Tensor& v) {
   p.validate();
+  const auto [kernel, pack] = forward_kernel(name);  // fa3's PackGQA names run fa3 with it asked for or not
   const std::string why = unsupported(kernel, p);
   if (!why.empty()) throw Error("gpu " + kernel + ": " + why);
   if (kernel == "fa3_fp8") return run_fp8_forward(p, q, k, v);
@@ -140,6 +141,7 @@ HostForward run_forward(const std::string& kernel, const Problem& p, const Tenso
   const size_t es = elem_size(dt);
 
   AttentionParams a = params_of(p, dt);
+  a.pack_gqa = pack;
   if (kernel == "standard") {  // S (fp32) and P for every head at once, as PyTorch's math path holds them
     const double need = double(p.batch) * p.heads_q * p.seqlen_q * p.seqlen_k * (4 + es);
     size_t free_bytes = 0, total = 0;

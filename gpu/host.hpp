@@ -39,6 +39,8 @@ struct HostBackward {
   Tensor dq, dk, dv;
 };
 
+// The forward of `kernel` (a unsupported() name, or launch.hpp's "fa3-pack-gqa" / "fa3-no-pack-gqa") on
+// host tensors, outputs poisoned before the launch.
 HostForward run_forward(const std::string& kernel, const Problem& p, const Tensor& q, const Tensor& k,
                         const Tensor& v);
 // The backward of `kernel` ("fa2" or "fa3") from the forward's o and lse; `deterministic` computes dQ without atomics.

@@ -160,11 +160,21 @@ DeviceSlopes::~DeviceSlopes() {
   if (ptr_) cudaFreeAsync(ptr_, stream_);
 }
 
+std::pair<std::string, PackGqa> forward_kernel(const std::string& name) {
+  if (name == "fa3-pack-gqa") return {"fa3", PackGqa::on};
+  if (name == "fa3-no-pack-gqa") return {"fa3", PackGqa::off};
+  return {name, PackGqa::automatic};
+}
+
 void launch_forward(const std::string& kernel, const AttentionParams& p, cudaStream_t stream) {
   if (kernel == "fa2") {
     fa2_forward(p, stream);
   } else if (kernel == "fa3") {
     fa3_forward(p, stream);
+  } else if (const auto [base, pack] = forward_kernel(kernel); base == "fa3") {  // PackGQA asked for, or not
+    AttentionParams packed = p;
+    packed.pack_gqa = pack;
+    fa3_forward(packed, stream);
   } else if (kernel == "standard") {
     const size_t plane = size_t(p.batch) * p.heads_q * p.seqlen_q * p.seqlen_k;  // S (fp32) and P per head
     void *S = nullptr, *P = nullptr;
@@ -174,7 +184,7 @@ void launch_forward(const std::string& kernel, const AttentionParams& p, cudaStr
     FLASHLAB_CUDA(cudaFreeAsync(S, stream));
     FLASHLAB_CUDA(cudaFreeAsync(P, stream));
   } else {
-    throw Error("unknown kernel '" + kernel + "': expected fa2, fa3 or standard");
+    throw Error("unknown kernel '" + kernel + "': expected fa2, fa3 (fa3-pack-gqa, fa3-no-pack-gqa) or standard");
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <utility>
 
 #include "flashlab/problem.hpp"
 #include "params.hpp"
@@ -62,7 +63,11 @@ class DeviceMask {
 };
 
 // "fa2" | "fa3" | "standard" (S and P allocated and freed on `stream`); throws flashlab::Error otherwise.
+// "fa3-pack-gqa" and "fa3-no-pack-gqa" are fa3 with PackGQA asked for or refused (params.hpp PackGqa),
+// for tests and benches that compare the two.
 void launch_forward(const std::string& kernel, const AttentionParams& p, cudaStream_t stream);
+// The kernel a forward name runs ("fa3" for both PackGQA names) and the PackGqa it asks for.
+std::pair<std::string, PackGqa> forward_kernel(const std::string& name);
 // "fa2" or "fa3": the backward's scratch in bytes, and the backward on the scratch p.scratch points at
 // (the harness poisons its own first; launch_backward allocates one); any other name throws.
 size_t backward_scratch_bytes(const std::string& kernel, const BackwardParams& p);

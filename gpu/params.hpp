@@ -40,6 +40,11 @@ struct BlockLists {
 //   extras  ALiBi and dropout as well (their per-element bias, keep test and registers)
 enum class Features : int { none, mask, extras };
 
+// fa3 forward's PackGQA (FA3's pack_gqa): a tile's query rows drawn from every query head of one kv head
+// (gpu/fa3/scheduler.cuh), so that a short query sequence under GQA fills the tile. automatic: where that
+// wastes fewer of the tile's rows (fa3_fwd.cu pack_of); on: always (refused where it cannot); off: never.
+enum class PackGqa : int { automatic, off, on };
+
 struct AttentionParams {
   const void* q = nullptr;    // (batch, seqlen_q, heads_q,  head_dim)
   const void* k = nullptr;    // (batch, seqlen_k, heads_kv, head_dim)
@@ -71,6 +76,7 @@ struct AttentionParams {
   // fa3's FP8 forward (fa3_fp8_forward): q, k, v hold e4m3 values, x = e4m3 x descale (core's fp8.hpp),
   // o is bf16. The other kernels ignore them.
   float descale_q = 1.f, descale_k = 1.f, descale_v = 1.f;
+  PackGqa pack_gqa = PackGqa::automatic;  // fa3 forward only
   // Which of the kernels' instantiations runs this problem (Features below).
   Features features() const {
     if (alibi_slopes != nullptr || dropout_threshold != 0) return Features::extras;

@@ -144,12 +144,18 @@ __device__ inline RowRange rows_seeing(int k_lo, int k_hi, const RowMask& m) {
   }
   return {a, b};
 }
-template <int kBr, int kBc>
-__device__ inline KeyBlocks<kBc> key_blocks(int row0, int sq, int sk, int left, int right) {
-  const int last_row = min(row0 + kBr, sq) - 1;
+// The key blocks of `rows` query rows from row0 under the window rule (fa3's packed tiles: fewer rows
+// than the tile has, each seen by several heads).
+template <int kBc>
+__device__ inline KeyBlocks<kBc> key_blocks(int row0, int rows, int sq, int sk, int left, int right) {
+  const int last_row = min(row0 + rows, sq) - 1;
   const int c_lo = col_begin(row0, sq, sk, left), c_hi = col_end(last_row, sq, sk, right);
   const int begin = c_lo / kBc, end = c_hi > c_lo ? (c_hi + kBc - 1) / kBc : begin;
   return {begin, end, col_begin(last_row, sq, sk, left), col_end(row0, sq, sk, right)};
+}
+template <int kBr, int kBc>
+__device__ inline KeyBlocks<kBc> key_blocks(int row0, int sq, int sk, int left, int right) {
+  return key_blocks<kBc>(row0, kBr, sq, sk, left, right);
 }
 
 }  // namespace flashlab::gpu

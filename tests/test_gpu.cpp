@@ -1,7 +1,8 @@
 // What only the GPU kernels promise beyond the shared harness's rule: the
 // deterministic backward (fa2's and fa3's) is bit-reproducible, and the atomic one agrees with it;
-// the dropout mask is the CPU's, bit for bit; fa3's FP8 forward passes its rule on awkward shapes. Without a
-// CUDA device every case reports itself skipped.
+// the dropout mask is the CPU's, bit for bit; fa3's FP8 forward passes its rule on awkward shapes; fa3's
+// packed GQA tiles pass it and agree with unpacked ones. Without a CUDA device every case reports itself
+// skipped.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -21,6 +22,14 @@ bool skip_without_gpu() {
   const gpu::DeviceInfo dev = gpu::probe_device();
   if (!dev.available) MESSAGE("skipped: " << dev.reason << " (GPU kernel test not run)");
   return !dev.available;
+}
+// The largest |a - b| of two outputs (equal infinities, rows that saw no key, count as 0; a NaN as infinite).
+double max_diff(const Tensor& a, const Tensor& b) {
+  double worst = a.data.size() == b.data.size() ? 0.0 : INFINITY;
+  for (size_t i = 0; i < std::min(a.data.size(), b.data.size()); ++i)
+    if (std::isnan(a.data[i]) || std::isnan(b.data[i])) worst = INFINITY;
+    else if (a.data[i] != b.data[i]) worst = std::max(worst, std::abs(double(a.data[i]) - double(b.data[i])));
+  return worst;
 }
 bool bit_equal(const Tensor& a, const Tensor& b) {
   return a.data.size() == b.data.size() && std::memcmp(a.ptr(), b.ptr(), a.data.size() * sizeof(float)) == 0;
@@ -163,5 +172,72 @@ TEST_CASE("GPU fa3 FP8: awkward shapes pass the FP8 rule") {
     const gpu::HostForward out = gpu::run_forward("fa3_fp8", p, in.q, in.k, in.v);
     MESSAGE("O error against the bf16 inputs' oracle " << max_abs_error(out.o, plain.o) << ", against the dequantized "
             "inputs' " << r.fields[0].error << " (tolerance " << r.fields[0].tolerance << ")");
+  }
+}
+
+TEST_CASE("GPU fa3 PackGQA: packed and unpacked tiles both pass the harness's rule, and agree") {
+  if (skip_without_gpu()) return;
+  // gpu-fa3 with PackGQA asked for, and refused (the library would pack most of these shapes itself).
+  auto forced = [](const char* kernel) {
+    Implementation impl = find_implementation("gpu-fa3");
+    impl.name = kernel;
+    impl.forward = [kernel](const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v) {
+      auto r = gpu::run_forward(kernel, p, q, k, v);
+      return ForwardOut{std::move(r.o), std::move(r.lse)};
+    };
+    return impl;
+  };
+  const Implementation packed = forced("fa3-pack-gqa"), unpacked = forced("fa3-no-pack-gqa");
+  struct Case {
+    int64_t batch, heads_q, heads_kv, sq, sk, d;
+    bool causal;
+    int64_t left, right;
+    double softcap;
+  };
+  // Groups 2 to 16 (a tile of 128 rows: 64 to 8 positions), positions that end inside a tile, causal
+  // (bottom-right: the packed rows' keys end at their position), windows, softcap, every head dim.
+  const Case cases[] = {
+      {1, 8, 1, 1, 1, 128, false, -1, -1, 0},     {2, 8, 2, 3, 97, 64, true, -1, -1, 0},
+      {1, 16, 2, 17, 1025, 128, true, -1, -1, 0}, {3, 4, 2, 97, 300, 256, false, -1, -1, 0},
+      {1, 32, 2, 200, 200, 64, true, -1, -1, 0},  {2, 8, 4, 65, 130, 128, false, 40, 3, 0},
+      {1, 16, 4, 33, 1025, 80, false, -1, -1, 30}, {1, 16, 1, 9, 520, 256, true, -1, -1, 0},
+  };
+  for (const Case& c : cases) {
+    Problem p;
+    p.batch = c.batch;
+    p.heads_q = c.heads_q;
+    p.heads_kv = c.heads_kv;
+    p.seqlen_q = c.sq;
+    p.seqlen_k = c.sk;
+    p.head_dim = c.d;
+    p.causal = c.causal;
+    p.window_left = c.left;
+    p.window_right = c.right;
+    p.softcap = c.softcap;
+    p.dtype = DType::bf16;
+    CAPTURE(p.describe());
+    if (const std::string why = packed.unsupported(p); !why.empty()) {
+      MESSAGE("gpu-fa3: " << why << " (not run)");
+      continue;
+    }
+    const Inputs in = random_inputs(p, 11);
+    const Baseline base = compute_baseline(p, in, Pass::fwd);
+    for (const Implementation* impl : {&packed, &unpacked}) {
+      const CheckResult r = check(*impl, p, in, base, Pass::fwd);
+      REQUIRE(r.skipped.empty());
+      for (const FieldCheck& f : r.fields) {
+        CAPTURE(impl->name);
+        CAPTURE(f.field);
+        CHECK(f.pass);
+      }
+    }
+    // A row's sums are the same whichever heads share its tile; only the walk's length differs (a packed
+    // tile of fewer positions can end a block sooner under a causal mask), and a block a row sees nothing
+    // of rescales its sum by exp2(m c - m c) as rounded, 1 within an ulp: LSE agrees to float rounding,
+    // O (bf16) to a rounding step.
+    const gpu::HostForward a = gpu::run_forward("fa3-pack-gqa", p, in.q, in.k, in.v);
+    const gpu::HostForward b = gpu::run_forward("fa3-no-pack-gqa", p, in.q, in.k, in.v);
+    CHECK(max_diff(a.lse, b.lse) <= 1e-5);
+    CHECK(max_diff(a.o, b.o) <= 1e-2);
   }
 }

@@ -135,7 +135,7 @@ __device__ __forceinline__ void p_to_a(uint32_t (&pa)[kBc / kKStep<T>][4], const
 // Its blocks are the producer's (producer.cuh): a run of key_blocks, or with kMask the run of the mask
 // function's row intervals, or under a dense mask the Q block's list, partial blocks first (BlockWalk);
 // a block needs the element mask where it crosses an interval's edge, or where the list says partial.
-template <class S, typename T, bool kSoftcap, bool kMask>
+template <class S, typename T, bool kSoftcap, bool kMask, bool kPack>
 __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileScheduler& sched, int wg) {
   constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages;
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
@@ -160,10 +160,12 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
       sk = seq.sk;
       rm = row_mask<kMask>(p, seq, tile.batch);
     }
-    const int row0 = tile.m_block * kBr;
+    // Positions row0 .. row0 + rows - 1 (kBr of them, or packed kBr / pack of each of pack heads: thread
+    // row r is head tile.head + r / rows at position row0 + r % rows; scheduler.cuh PackGQA).
+    const int rows_n = sched.rows<kBr, kPack>(), row0 = tile.m_block * rows_n;
     if (row0 >= sq) continue;
     const auto blocks = kMask ? key_blocks<kBr, kBc>(row0, rm)
-                              : key_blocks<kBr, kBc>(row0, sq, sk, p.window_left, p.window_right);
+                              : key_blocks<kBc>(row0, rows_n, sq, sk, p.window_left, p.window_right);
     const BlockWalk walk = kMask ? block_walk(p.fa3_blocks, tile.batch, tile.m_block, blocks.begin, blocks.end)
                                  : BlockWalk{};
     // The walk's steps [x0, x1): block x itself (the run; the loop below then reads as it did before
@@ -185,7 +187,7 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     rows.qcol = (lane % 4) * 2;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int row = row0 + wg * 64 + warp * 16 + qrow + 8 * r;
+      const int local = wg * 64 + warp * 16 + qrow + 8 * r, row = row0 + (kPack ? local % rows_n : local);
       rows.lo[r] = kMask ? rm.begin(row) : col_begin(row, sq, sk, p.window_left);
       rows.hi[r] = kMask ? rm.end(row) : col_end(row, sq, sk, p.window_right);
     }
@@ -267,15 +269,17 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     // past sq and padded columns left out.
     using To = std::conditional_t<sizeof(T) == 1, __nv_bfloat16, T>;
     const Sequence seq = sequence_of(p, tile.batch);
-    To* o = static_cast<To*>(p.o) + seq.o_base + int64_t(tile.head) * p.o_head_stride;
-    float* lse = p.lse + seq.row_array(tile.head, tile.batch, p);
+    const int rows_e = sched.rows<kBr, kPack>();  // read again: not held through the loop
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float l = softmax::quad_sum(rows.sum[r]);
       float inv = l > 0.f ? 1.f / l : 0.f;
       if constexpr (sizeof(T) == 1) inv *= p.descale_v;
-      const int row = row0 + wg * 64 + warp * 16 + qrow + 8 * r;
+      const int local = wg * 64 + warp * 16 + qrow + 8 * r, head = kPack ? tile.head + local / rows_e : tile.head;
+      const int row = tile.m_block * rows_e + (kPack ? local % rows_e : local);
       if (row >= sq) continue;
+      To* o = static_cast<To*>(p.o) + seq.o_base + int64_t(head) * p.o_head_stride;
+      float* lse = p.lse + seq.row_array(head, tile.batch, p);
 #pragma unroll
       for (int nn = 0; nn < D / 8; ++nn) {
         if (nn * 8 >= p.head_dim) break;

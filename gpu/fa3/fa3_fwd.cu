@@ -1,5 +1,6 @@
 // fa3: a FlashAttention-3-style forward for Hopper (sm_90a), bf16 / fp16 in, fp32 accumulate; causal and
-// sliding-window masks (bottom-right), softcap, GQA/MQA, seqlen_q != seqlen_k, varlen, LSE out. Head dims
+// sliding-window masks (bottom-right), softcap, GQA/MQA (a kv head's query heads packed into one tile where
+// that fills it better: PackGQA, scheduler.cuh), seqlen_q != seqlen_k, varlen, LSE out. Head dims
 // 64, 128 and 256 (every multiple of 8 up to 256, zero-padded by the copy engine). Every mask function fa2
 // takes, on fixed-length batches (a kMask instantiation, so the kernels without one keep their code):
 // prefix-LM, document and chunked as each row's interval of keys (params.hpp mask_lo / mask_hi), a dense
@@ -73,6 +74,14 @@
 //       bytes, was 84). A/B in one process, H100 (bench/results/ab-h100-2026-11-24-fa3-d256-bc80.csv):
 //       0.99-1.07x of 64, faster from s = 4k. The sweep (gpu-h100-2026-11-24-fa3-d256-bc80.csv): 0.82-0.92x
 //       cuDNN without a mask, 0.74-0.87x causal (was 0.78-0.87x and 0.76-0.81x on 11-23's machine).
+//   v11 PackGQA (FA3's pack_gqa; kPack kernels compiled apart, pack_of's fill rule picks them): a tile is
+//       every query head of a kv head at 128 / group positions. H100, one process, d = 128, batch 4,
+//       seqlen_k 4k and 16k (bench/results/gqa-pack-h100-2026-11-24.csv): group 8, seqlen_q 1-64: 1.83-2.21x
+//       unpacked (256 tiles in two waves become 32 in one), 1.72-2.01x the best SDPA backend at seqlen_q
+//       4-64 (at 1, SDPA's split-KV decoding wins, 0.53-0.69x: gpu/decode/ is flashlab's); group 4:
+//       1.00-1.14x (128 tiles were one wave already; a tile's time is its walk over the keys). Packed and
+//       unpacked outputs agree bit for bit on every row of the bench. The unpacked kernels as v10: A/B
+//       both orders in one process 0.985-1.039x (bench/results/ab-h100-2026-11-24-fa3-packgqa-*.csv).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -99,8 +108,9 @@ using namespace fa3;
 // ---- the kernel: set up the mbarriers, split the warpgroups into their roles.
 
 // kMask: a mask function (params.hpp mask_lo / mask_hi, and under a dense mask its bits and fa3_blocks);
-// without it the kernels keep the window rule's code as it was.
-template <class S, typename T, bool kSoftcap, bool kMask>
+// without it the kernels keep the window rule's code as it was. kPack: PackGQA's tiles (scheduler.cuh;
+// never with kMask), compiled apart so that the unpacked kernels keep kBr rows a constant.
+template <class S, typename T, bool kSoftcap, bool kMask, bool kPack>
 __global__ void __launch_bounds__(S::kThreads, 1)
     fa3_forward_kernel(const __grid_constant__ AttentionParams p, const __grid_constant__ CUtensorMap map_q,
                        const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
@@ -131,10 +141,10 @@ __global__ void __launch_bounds__(S::kThreads, 1)
 
   if (wg == 0) {
     regs_dealloc<S::kProducerRegs>();
-    if (threadIdx.x == 0) produce<S, T, kMask>(sm, p, sched, &map_q, &map_k, &map_v);
+    if (threadIdx.x == 0) produce<S, T, kMask, kPack>(sm, p, sched, &map_q, &map_k, &map_v);
   } else {
     regs_alloc<S::kConsumerRegs>();
-    consume<S, T, kSoftcap, kMask>(sm, p, sched, wg - 1);
+    consume<S, T, kSoftcap, kMask, kPack>(sm, p, sched, wg - 1);
   }
 #endif
 }
@@ -176,14 +186,35 @@ int* tile_counter(cudaStream_t stream) {
   return c;
 }
 
-// The tile scheduler of a launch: Q blocks of br rows, handed out longest first (under a causal mask or a
-// mask function) within sections of (batch, head) pairs whose K and V (elem_bytes an element, a kv head
-// shared by its group's query heads) fit half the L2.
-TileScheduler scheduler_of(const AttentionParams& p, int br, int d, int elem_bytes, bool longest_first,
+// PackGQA (scheduler.cuh) can run where a tile of br rows holds every query head of a kv head (the group
+// divides br) and no mask function is read per row and head (a dense mask's bits, its block lists).
+bool packable(const AttentionParams& p, int br) {
+  const int group = p.heads_q / p.heads_kv;
+  return group <= br && br % group == 0 && !p.mask_lo && !p.bits.words;
+}
+
+// A launch's pack (query heads a tile): the group where PackGQA is asked for, or, automatically, where it
+// fills more of the tiles' rows: FA3's rule, packing when the unpacked tiles' fill, sq / (br ceil(sq /
+// br)), is under 0.9 of the packed tiles' (short query sequences: decoding, speculative steps, prefill
+// chunks). Long sequences fill both alike and stay unpacked (the same tiles; no cost to measure there).
+int pack_of(const AttentionParams& p, int br) {
+  const int group = p.heads_q / p.heads_kv;
+  if (p.pack_gqa == PackGqa::off || group == 1 || !packable(p, br)) return 1;
+  if (p.pack_gqa == PackGqa::on) return group;
+  const auto fill = [br](int64_t rows) { return double(rows) / (double(br) * double((rows + br - 1) / br)); };
+  return fill(p.seqlen_q) < 0.9 * fill(int64_t(p.seqlen_q) * group) ? group : 1;
+}
+
+// The tile scheduler of a launch: Q blocks of br rows (br / pack positions of pack heads), handed out
+// longest first (under a causal mask or a mask function) within sections of (batch, head unit) pairs
+// whose K and V (elem_bytes an element, a kv head shared by its group's head units) fit half the L2.
+TileScheduler scheduler_of(const AttentionParams& p, int br, int d, int elem_bytes, bool longest_first, int pack,
                            cudaStream_t stream) {
-  const double kv_bytes = 2.0 * elem_bytes * p.seqlen_k * d / (p.heads_q / p.heads_kv);
+  const double kv_bytes = 2.0 * elem_bytes * p.seqlen_k * d / (p.heads_q / p.heads_kv / pack);
   const int section = std::max(1, int(device_attribute(cudaDevAttrL2CacheSize) / 2 / kv_bytes));
-  return TileScheduler{(p.seqlen_q + br - 1) / br, p.heads_q, p.batch, longest_first, section, tile_counter(stream)};
+  const int rows = br / pack;
+  return TileScheduler{(p.seqlen_q + rows - 1) / rows, p.heads_q / pack, p.batch, pack,
+                       longest_first, section, tile_counter(stream)};
 }
 
 template <int D, typename T>
@@ -193,7 +224,9 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   const bool varlen = p.cu_seqlens_q != nullptr;
   const int64_t q_rows = varlen ? p.total_q : int64_t(p.batch) * p.seqlen_q;
   const int64_t k_rows = varlen ? p.total_k : int64_t(p.batch) * p.seqlen_k;
-  const CUtensorMap map_q = rows_heads_map(p.q, q_rows, p.heads_q, p.head_dim, p.q_row_stride, p.q_head_stride, S::kBr);
+  const int pack = pack_of(p, S::kBr);
+  const CUtensorMap map_q = rows_heads_map(p.q, q_rows, p.heads_q, p.head_dim, p.q_row_stride, p.q_head_stride,
+                                           S::kBr / pack, 2, pack);
   const CUtensorMap map_k = rows_heads_map(p.k, k_rows, p.heads_kv, p.head_dim, p.k_row_stride, p.k_head_stride, S::kBc);
   const CUtensorMap map_v = rows_heads_map(p.v, k_rows, p.heads_kv, p.head_dim, p.v_row_stride, p.v_head_stride, S::kBc);
   const bool causal = p.window_right == 0 && p.window_left < 0, mask = p.mask_lo != nullptr;
@@ -204,10 +237,13 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   // and for causal documents and chunks nearly so (a Q block sees at most the keys up to its own rows);
   // for a non-causal document mask or a dense one no fixed order is, and sorting tiles by their walk's
   // length would cost a pass over the lists a launch; the sections keep each round's K/V in L2 either way.
-  const TileScheduler sched = scheduler_of(p, S::kBr, D, 2, causal || mask, stream);
-  // kMask for every level above none (fa3_forward_unsupported refuses the extras, ALiBi and dropout).
-  const auto kernel = pick_instantiation(p, [](auto cap, auto f) {
-    return &fa3_forward_kernel<S, T, decltype(cap)::value, decltype(f)::value != Features::none>;
+  const TileScheduler sched = scheduler_of(p, S::kBr, D, 2, causal || mask, pack, stream);
+  // kMask for every level above none (fa3_forward_unsupported refuses the extras, ALiBi and dropout);
+  // kPack where the launch packs (never under a mask function: packable).
+  const auto kernel = pick_instantiation(p, [pack](auto cap, auto f) {
+    constexpr bool kCap = decltype(cap)::value;
+    if constexpr (decltype(f)::value != Features::none) return &fa3_forward_kernel<S, T, kCap, true, false>;
+    else return pack > 1 ? &fa3_forward_kernel<S, T, kCap, false, true> : &fa3_forward_kernel<S, T, kCap, false, false>;
   });
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int grid = std::min(sched.count(), device_attribute(cudaDevAttrMultiProcessorCount));
@@ -293,14 +329,18 @@ void launch_fp8(const AttentionParams& in, cudaStream_t stream) {
   uint8_t* vt = fp8_vt_buffer(size_t(planes) * p.head_dim * keys, stream);
   fp8_transpose_v<<<dim3((keys + 63) / 64, (p.head_dim + 63) / 64, unsigned(planes)), 256, 0, stream>>>(p, vt, keys);
   FLASHLAB_CUDA_LAUNCHED();
+  const int pack = pack_of(p, S::kBr);
   const CUtensorMap map_q = rows_heads_map(p.q, int64_t(p.batch) * p.seqlen_q, p.heads_q, p.head_dim, p.q_row_stride,
-                                           p.q_head_stride, S::kBr, 1);
+                                           p.q_head_stride, S::kBr / pack, 1, pack);
   const CUtensorMap map_k = rows_heads_map(p.k, int64_t(p.batch) * p.seqlen_k, p.heads_kv, p.head_dim,
                                            p.k_row_stride, p.k_head_stride, S::kBc, 1);
   const CUtensorMap map_v = vt_map(vt, keys, p.head_dim, planes, D);
   const bool causal = p.window_right == 0 && p.window_left < 0;
-  const TileScheduler sched = scheduler_of(p, S::kBr, D, 1, causal, stream);
-  const auto kernel = p.softcap > 0.f ? &fa3_forward_kernel<S, T, true, false> : &fa3_forward_kernel<S, T, false, false>;
+  const TileScheduler sched = scheduler_of(p, S::kBr, D, 1, causal, pack, stream);
+  const auto kernel = p.softcap > 0.f ? (pack > 1 ? &fa3_forward_kernel<S, T, true, false, true>
+                                                  : &fa3_forward_kernel<S, T, true, false, false>)
+                                      : (pack > 1 ? &fa3_forward_kernel<S, T, false, false, true>
+                                                  : &fa3_forward_kernel<S, T, false, false, false>);
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int grid = std::min(sched.count(), device_attribute(cudaDevAttrMultiProcessorCount));
   kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, sched);
@@ -315,6 +355,15 @@ void dispatch_dim(const AttentionParams& p, cudaStream_t stream) {
     case 256: return launch<256, T>(p, stream);
   }
   throw Error("fa3 forward: head_dim " + std::to_string(p.head_dim) + " is not supported");
+}
+
+// "" unless PackGQA is asked for where it cannot run.
+std::string pack_unsupported(const AttentionParams& p, int br) {
+  const int group = p.heads_q / p.heads_kv;
+  if (p.pack_gqa != PackGqa::on || group == 1 || packable(p, br)) return "";
+  if (p.mask_lo || p.bits.words) return "pack_gqa with a mask function (a packed tile's rows are several heads')";
+  return "pack_gqa with " + std::to_string(group) + " query heads a kv head (packing needs a group that divides " +
+         "the tile's " + std::to_string(br) + " rows)";
 }
 
 }  // namespace
@@ -345,7 +394,7 @@ std::string fa3_forward_unsupported(const AttentionParams& p) {
   if (p.mask_lo && p.cu_seqlens_q) return "a mask function with varlen (fa3 takes masks on fixed-length batches)";
   if (p.bits.words && !p.fa3_blocks.counts)
     return "a dense mask without fa3's block lists (params.hpp fa3_blocks; launch.hpp DeviceMask makes them)";
-  return "";
+  return pack_unsupported(p, fa3_forward_shape(p.head_dim).block_m);
 }
 
 std::string fa3_fp8_forward_unsupported(const AttentionParams& p) {
@@ -364,7 +413,7 @@ std::string fa3_fp8_forward_unsupported(const AttentionParams& p) {
   if (!(p.descale_q > 0.f && p.descale_k > 0.f && p.descale_v > 0.f) || !std::isfinite(p.descale_q) ||
       !std::isfinite(p.descale_k) || !std::isfinite(p.descale_v))
     return "descale factors must be positive and finite";
-  return "";
+  return pack_unsupported(p, fa3_fp8_forward_shape(p.head_dim).block_m);
 }
 
 void fa3_fp8_forward(const AttentionParams& p, cudaStream_t stream) {

@@ -8,8 +8,9 @@ namespace flashlab::gpu::fa3 {
 // those the consumers will walk, in their order: a run of key_blocks, or with kMask (a mask function,
 // params.hpp mask_lo / mask_hi) the run its row intervals give, or under a dense mask the Q block's list
 // (sequence.cuh BlockWalk: partial blocks, then full ones), so that stage `it % kStages` holds the same
-// block on both sides. Under FP8 V's map is V^T's (fa3_fwd.cu vt_map: keys, head dim, batch x kv head).
-template <class S, typename T, bool kMask>
+// block on both sides. A packed tile (scheduler.cuh PackGQA) walks the blocks of its positions. Under
+// FP8 V's map is V^T's (fa3_fwd.cu vt_map: keys, head dim, batch x kv head).
+template <class S, typename T, bool kMask, bool kPack>
 __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileScheduler& sched,
                         const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v) {
   using M = Smem<S, T>;
@@ -27,15 +28,16 @@ __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     const Tile tile = sched.at(t);
     t = sched.next(t);  // asked for now, so that the answer is back when it is needed
     const Sequence seq = sequence_of(p, tile.batch);
-    const int row0 = tile.m_block * kBr;
+    const int rows = sched.rows<kBr, kPack>(), row0 = tile.m_block * rows;  // positions (kBr unpacked)
     if (row0 >= seq.sq) continue;  // varlen: a Q block past this sequence's end
     const auto blocks = kMask ? key_blocks<kBr, kBc>(row0, row_mask<true>(p, seq, tile.batch))
-                              : key_blocks<kBr, kBc>(row0, seq.sq, seq.sk, p.window_left, p.window_right);
+                              : key_blocks<kBc>(row0, rows, seq.sq, seq.sk, p.window_left, p.window_right);
     const BlockWalk walk = kMask ? block_walk(p.fa3_blocks, tile.batch, tile.m_block, blocks.begin, blocks.end)
                                  : BlockWalk{};
     // The walk's steps [x0, x1): block x itself (the run, as before masks), or the walk's block x (kMask).
     const int x0 = kMask ? 0 : blocks.begin, x1 = kMask ? walk.count : blocks.end;
     // The tensor maps' rows: batch and sequence folded into rows (fixed length), or the packed rows (varlen).
+    // Q's box is `rows` rows of sched.pack heads from tile.head (fa3_fwd.cu's map_q).
     const int kv_head = tile.head / group, k_rows = int(seq.k_row_base);
 
     mbar_wait(&sm.q_empty, (tile_it & 1) ^ 1);  // the previous tile's last S = Q K^T is done

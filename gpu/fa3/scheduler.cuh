@@ -14,16 +14,22 @@
 // of the section inside, so that a round of gridDim.x tiles is of nearly one length and the section's
 // K/V, read again by every round, stays in L2. (Longest first over all heads at once measured 0.78-0.94x
 // at s = 1k-4k: every CTA of a round then reads another head's K/V from DRAM.)
+//
+// PackGQA (params.hpp PackGqa; FA3's pack_gqa): with pack = the group size, a tile is every query head of
+// one kv head at kBr / pack positions, head-major (the Q box lands heads outermost: packed row r is query
+// head tile.head + r / rows, position row0 + r % rows), so that a short query sequence fills the tile and
+// K/V is read once for the whole group. The walk of key blocks is that of `rows` positions.
 #pragma once
 
 namespace flashlab::gpu::fa3 {
 
 struct Tile {
-  int m_block, head, batch;
+  int m_block, head, batch;  // head: the tile's first query head (packed: the group's first)
 };
 
 struct TileScheduler {
-  int num_m, heads, batch;  // Q blocks (of the longest sequence), query heads, batch entries
+  int num_m, heads, batch;  // Q blocks (of the longest sequence), head units (query heads / pack), entries
+  int pack;                 // query heads a tile: 1, or the group's size (PackGQA)
   bool longest_first;       // causal or a mask function: dynamic, a section's Q blocks from the last
   int section;              // (batch, head) pairs a section (longest_first only)
   int* counter;             // device: [0] tiles handed out after the first gridDim.x, [1] CTAs finished;
@@ -48,11 +54,15 @@ struct TileScheduler {
       const int pairs = heads * batch, first = t / (section * num_m) * section;
       const int n = min(section, pairs - first), r = t - first * num_m;  // n pairs in this section
       const int bh = first + r % n;
-      return {num_m - 1 - r / n, bh % heads, bh / heads};
+      return {num_m - 1 - r / n, bh % heads * pack, bh / heads};
     }
     const int mi = t % num_m, bh = t / num_m;
-    return {mi, bh % heads, bh / heads};
+    return {mi, bh % heads * pack, bh / heads};
   }
+  // Positions (query rows of one head) a tile of kBr rows covers; kPack: the kernels compiled for packed
+  // tiles (the others keep kBr a constant).
+  template <int kBr, bool kPack>
+  __host__ __device__ int rows() const { return kPack ? kBr / pack : kBr; }
 };
 
 }  // namespace flashlab::gpu::fa3
