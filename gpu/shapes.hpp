@@ -83,7 +83,7 @@ constexpr TileShape unsupported(const char* kernel, const char* why) {
 // counts 1 .. min(max_splits, slots, n_blocks) (a count is eligible when it changes the blocks per
 // split: ceil(n/s) != ceil(n/(s-1))), the wave efficiency e(s) = w / ceil(w) with w = ctas x s / slots,
 // and the smallest s with e(s) >= 0.85 x the best. The simulator (simulator/decode.cpp) and the decode
-// kernel's launcher (gpu/decode/decode.cu) both call it.
+// kernel's launcher (gpu/decode/decode.cu, with its occupancy's slots) both call it.
 inline int64_t split_kv_heuristic(int64_t ctas_without_split, int64_t slots, int64_t n_blocks,
                                   int64_t max_splits = 128) {
   constexpr double kNoSplitFill = 0.8, kEfficiencyWithin = 0.85;

@@ -20,8 +20,10 @@
 //                softmax on the accumulators (softmax.cuh), the causal edge and the entry's end masked.
 //              epilogue: the four warps' (m, l, O) merge through shared memory; O / l and LSE go to the
 //                outputs (one split) or to the split's partial (fp32) in scratch.
-//   combine    (num_splits > 1) one warp a (entry, query, head): LSE = log sum_s exp(LSE_s),
-//              O = sum_s exp(LSE_s - LSE) O_s, the weights computed once a row, the sums unrolled.
+//   combine    (num_splits > 1) one CTA a (entry, query, head): LSE = log sum_s exp(LSE_s),
+//              O = sum_s exp(LSE_s - LSE) O_s, merged online by (column group, split group) threads, the
+//              groups then in shared memory; on sm_90 launched as a programmatic dependent of the split
+//              kernel, so its launch hides under the split kernel's stream.
 //
 // Version index (checks: the decode harness; bench/decode_compare.py against PyTorch SDPA on the same
 // decode shapes, and the HBM roofline; NVIDIA H100 80GB HBM3, 2026-11-23, q_len 1, 32 heads over 8 kv
@@ -37,9 +39,20 @@
 //       (bench/results/decode-h100-2026-11-23-contiguous.csv, -paged256.csv): 0.73-0.99x the best SDPA
 //       backend, 0.93-1.26x SDPA flash; at cache >= 8k 79-102% of a copy's 3.02 TB/s at batch 8 and 64,
 //       31-83% at batch 1, where 256 CTAs of 32-key blocks a warp stream too little at once.
+//   v4  the combine a CTA a row, (column group, split group) threads merging online, one round trip of
+//       loads (2026-11-24, the same H100; its CSVs were lost with that session, the figures are its log's):
+//       batch 1 0.86-0.94x the best SDPA backend (v3 0.74-0.90x), 8k keys 31.4 us, 35% of the copy rate.
+//   v5  the combine a programmatic dependent launch of the split kernel (sm_90), and the split count from
+//       the slots the GPU really holds (SMs x occupancy: one CTA an SM at d = 128; 2 x SMs made two waves
+//       at batch 1), 14-16 splits at batch 1 where v4 took 28-32 (2026-11-26, H100,
+//       bench/results/decode-h100-2026-11-26-contiguous.csv, -paged256.csv, decode-splits-...csv):
+//       0.86-1.00x the best SDPA backend (batch 1 0.92-0.98x: 8k keys 26.8 us, 41% of the copy's
+//       3.04 TB/s; batch 8 0.96-1.00x; batch 64 0.86-0.88x at 1k, 0.99-1.00x from 4k), 0.98-1.38x SDPA
+//       flash; at >= 8k keys 41-89% of the copy rate at batch 1, 83-103% at 8, 101-104% at 64.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -156,6 +169,11 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const DecodeParams p) {
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (16, D)
   T* sKV = sQ + kRows * D;                  // (warps, stages, K and V, 32, D)
 
+#if __CUDA_ARCH__ >= 900
+  // The combine may be scheduled now (programmatic dependent launch): its CTAs take their SM slots while
+  // this grid streams, and wait in griddepcontrol.wait until it has finished and its partials are visible.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   const int row_chunks = (p.q_len * (p.heads_q / p.heads_kv) + kRows - 1) / kRows;
   const int chunk = blockIdx.x % row_chunks, split = blockIdx.x / row_chunks;
   const int g = blockIdx.y, b = blockIdx.z;
@@ -319,64 +337,114 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const DecodeParams p) {
   }
 }
 
-// ---- combine: one CTA a (batch, query, head) row, a thread a column (two at d = 256). The first warp reads
-// the splits' LSEs side by side and reduces them (max, then the sum of exp) into the row's LSE and each
-// split's weight exp(LSE_s - LSE) in shared memory; then every thread sums its column over the splits,
-// eight loads in flight at a time. (v1: a warp a row, a chain of dependent reads, 48 us at 32 splits
-// under ncu; v2: a warp a row, four splits at a time, 17 us.)
+// ---- combine: one CTA a (batch, query, head) row. Its 256 threads split the row as (column group of 4,
+// split group): thread t takes columns 4 (t % C4) .. + 3 (C4 = head_dim / 4 groups) of the splits
+// t / C4, t / C4 + G, ... (G = 256 / C4 split groups), and merges them with the online-softmax rule as it
+// goes: a running max m of the splits' LSEs, l = sum exp(LSE_s - m), acc = sum exp(LSE_s - m) O_s. No
+// value waits for another row's or split's, so every thread's loads of its splits' LSEs and O_s are in
+// flight together: one round trip to L2, where the split kernel has just written them. The G partial
+// merges then meet in shared memory: O = acc / l and LSE = m + ln l over the groups.
+// (v1: a warp a row, a chain of dependent reads, 48 us at 32 splits under ncu; v2: a warp a row, four
+// splits at a time, 17 us; v3: a thread a column, the weights first from three passes over the LSEs,
+// then the columns eight splits at a time, 15.9 us at batch 1 x 8k, 32 splits, against cuDNN's 5.2 us.)
 constexpr int kMaxSplits = 128;
-constexpr int kCombineThreads = 128;
+constexpr int kCombineThreads = 256;
+
+struct Merge {  // running max m, weight l = sum exp(x_s - m) w_s, acc = sum exp(x_s - m) a_s (4 columns)
+  float m = -INFINITY, l = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  // Adds (x, w, a): a split's (LSE_s, 1, O_s), or another Merge's (m, l, acc).
+  __device__ void add(float x, float w, float4 a) {
+    if (!(x > -INFINITY)) return;  // a split that saw no key, or an empty merge
+    const float m_new = fmaxf(m, x), old = __expf(m - m_new), e = __expf(x - m_new);
+    m = m_new;
+    l = l * old + e * w;
+    acc = make_float4(acc.x * old + e * a.x, acc.y * old + e * a.y, acc.z * old + e * a.z, acc.w * old + e * a.w);
+  }
+};
 
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const DecodeParams p) {
-  __shared__ float weights[kMaxSplits];
-  __shared__ float row_lse;
+  __shared__ float s_m[kCombineThreads], s_l[kCombineThreads];
+  __shared__ float4 s_acc[kCombineThreads];
   const int64_t all_rows = int64_t(p.batch) * p.q_len * p.heads_q;
   const int64_t row = blockIdx.x;
   const Scratch<T> sc = scratch_of<T>(p);
-  const int splits = p.num_splits;
-  if (threadIdx.x < 32) {
-    const int lane = threadIdx.x;
-    float m = -INFINITY;
-    for (int s = lane; s < splits; s += 32) m = fmaxf(m, sc.lse_part[s * all_rows + row]);
-    for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-    float total = 0.f;
-    for (int s = lane; s < splits; s += 32) {
-      const float ls = sc.lse_part[s * all_rows + row];
-      total += ls > -INFINITY ? expf(ls - m) : 0.f;
-    }
-    for (int off = 16; off > 0; off /= 2) total += __shfl_xor_sync(0xffffffffu, total, off);
-    const float lse = total > 0.f ? m + logf(total) : -INFINITY;
-    for (int s = lane; s < splits; s += 32) {
-      const float ls = sc.lse_part[s * all_rows + row];
-      weights[s] = ls > -INFINITY ? expf(ls - lse) : 0.f;
-    }
-    if (lane == 0) row_lse = lse;
-  }
-  __syncthreads();
-  T* o = static_cast<T*>(p.o) + row * p.head_dim;
-  const float* part = sc.o_part + row * p.head_dim;
+  const int c4 = p.head_dim / 4, groups = kCombineThreads / c4;
+  const int col = threadIdx.x % c4, group = threadIdx.x / c4;
   const int64_t split_stride = all_rows * p.head_dim;
-  for (int col = threadIdx.x; col < p.head_dim; col += kCombineThreads) {
-    float acc = 0.f;
-#pragma unroll 8
-    for (int s = 0; s < splits; ++s) acc += weights[s] * part[s * split_stride + col];
-    o[col] = T(acc);
+  const float4* part = reinterpret_cast<const float4*>(sc.o_part + row * p.head_dim) + col;
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // the split kernel has finished (see run())
+#endif
+  Merge mine;
+  if (group < groups) {
+#pragma unroll 4
+    for (int s = group; s < p.num_splits; s += groups)
+      mine.add(sc.lse_part[s * all_rows + row], 1.f, part[s * split_stride / 4]);
   }
-  if (threadIdx.x == 0) {  // row = (b q_len + i) heads_q + h -> LSE (b, h, i)
+  s_m[threadIdx.x] = mine.m;
+  s_l[threadIdx.x] = mine.l;
+  s_acc[threadIdx.x] = mine.acc;
+  __syncthreads();
+  if (threadIdx.x >= c4) return;
+  Merge all;  // column group `col` over the split groups
+  for (int g = 0; g < groups; ++g) all.add(s_m[g * c4 + col], s_l[g * c4 + col], s_acc[g * c4 + col]);
+  const float inv = all.l > 0.f ? 1.f / all.l : 0.f;
+  T* o = static_cast<T*>(p.o) + row * p.head_dim + 4 * col;
+  o[0] = T(all.acc.x * inv);
+  o[1] = T(all.acc.y * inv);
+  o[2] = T(all.acc.z * inv);
+  o[3] = T(all.acc.w * inv);
+  if (col == 0) {  // row = (b q_len + i) heads_q + h -> LSE (b, h, i)
     const int64_t h = row % p.heads_q, bi = row / p.heads_q, i = bi % p.q_len, b = bi / p.q_len;
-    p.lse[(b * p.heads_q + h) * p.q_len + i] = row_lse;
+    p.lse[(b * p.heads_q + h) * p.q_len + i] = all.l > 0.f ? all.m + logf(all.l) : -INFINITY;
   }
+}
+
+int device_sm_major() {
+  int dev = 0, major = 0;
+  FLASHLAB_CUDA(cudaGetDevice(&dev));
+  FLASHLAB_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  return major;
+}
+
+// The split kernel for (D, T, softcap) with its shared memory allowed, and how much it takes.
+template <int D, typename T>
+constexpr size_t split_smem() {
+  constexpr int kStages = D <= 128 ? 2 : 1;
+  constexpr size_t kv = size_t(kWarps) * kStages * 2 * kKeys * D * sizeof(T);
+  constexpr size_t merge = size_t(kWarps) * kRows * (2 + D) * sizeof(float);
+  return size_t(kRows) * D * sizeof(T) + (kv > merge ? kv : merge);
+}
+template <int D, typename T>
+auto split_kernel_for(bool softcap) {
+  auto kernel = softcap ? split_kernel<D, T, true> : split_kernel<D, T, false>;
+  FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(split_smem<D, T>())));
+  return kernel;
+}
+
+// How many split CTAs one SM holds at once (its shared memory binds: 132 KB a CTA at d = 128, one an SM),
+// asked of the runtime once a device.
+template <int D>
+int split_ctas_per_sm() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices] = {};
+  int dev = 0;
+  FLASHLAB_CUDA(cudaGetDevice(&dev));
+  if (dev < kDevices && known[dev] > 0) return known[dev];
+  int n = 0;
+  FLASHLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, split_kernel_for<D, __nv_bfloat16>(false), kThreads,
+                                                              split_smem<D, __nv_bfloat16>()));
+  n = n > 0 ? n : 1;
+  if (dev < kDevices) known[dev] = n;
+  return n;
 }
 
 template <int D, typename T>
 void launch_split(const DecodeParams& p, cudaStream_t stream) {
-  constexpr int kStages = D <= 128 ? 2 : 1;
-  constexpr size_t kv = size_t(kWarps) * kStages * 2 * kKeys * D * sizeof(T);
-  constexpr size_t merge = size_t(kWarps) * kRows * (2 + D) * sizeof(float);
-  constexpr size_t smem = size_t(kRows) * D * sizeof(T) + (kv > merge ? kv : merge);
-  auto kernel = p.softcap > 0.f ? split_kernel<D, T, true> : split_kernel<D, T, false>;
-  FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  constexpr size_t smem = split_smem<D, T>();
+  auto kernel = split_kernel_for<D, T>(p.softcap > 0.f);
   const int row_chunks = (p.q_len * (p.heads_q / p.heads_kv) + kRows - 1) / kRows;
   kernel<<<dim3(row_chunks * p.num_splits, p.heads_kv, p.batch), kThreads, smem, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
@@ -396,9 +464,20 @@ void run(const DecodeParams& p, cudaStream_t stream) {
     case 256: launch_split<256, T>(p, stream); break;
   }
   if (p.num_splits > 1) {
-    const int64_t rows = int64_t(p.batch) * p.q_len * p.heads_q;
-    combine_kernel<T><<<unsigned(rows), kCombineThreads, 0, stream>>>(p);
-    FLASHLAB_CUDA_LAUNCHED();
+    // On sm_90 the combine is a programmatic dependent launch: its launch latency hides under the split
+    // kernel instead of following it (the split kernel triggers it; the combine waits for its results).
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(unsigned(int64_t(p.batch) * p.q_len * p.heads_q));
+    config.blockDim = dim3(kCombineThreads);
+    config.stream = stream;
+    cudaLaunchAttribute pdl[1] = {};
+    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl[0].val.programmaticStreamSerializationAllowed = 1;
+    if (device_sm_major() >= 9) {
+      config.attrs = pdl;
+      config.numAttrs = 1;
+    }
+    FLASHLAB_CUDA(cudaLaunchKernelEx(&config, combine_kernel<T>, p));
   }
 }
 
@@ -426,7 +505,19 @@ int decode_num_splits(const DecodeParams& p, int sms, int max_seqlen_k) {
   const int64_t row_chunks = (int64_t(p.q_len) * (p.heads_q / p.heads_kv) + kRows - 1) / kRows;
   const int64_t ctas = int64_t(p.batch) * p.heads_kv * row_chunks;
   const int64_t blocks = (int64_t(max_seqlen_k) + kCtaKeys - 1) / kCtaKeys;
-  return int(split_kv_heuristic(ctas, int64_t(sms) * 2, blocks));
+  // The slots are the CTAs the GPU holds at once: SMs x the split kernel's occupancy. flash-attn passes
+  // SMs x 2, its kernel's; ours holds one CTA an SM at d = 128, and 2 x SMs slots split batch 1 in 28-32
+  // (224-256 CTAs, two waves where one fits). With the occupancy's slots it splits batch 1 in 14-16:
+  // 0.86 -> 0.98x the best SDPA backend at 8k keys, 0.93 -> 0.96x at 64k (H100, 2026-11-26,
+  // bench/results/decode-splits-h100-2026-11-26.csv, which also shows what the rule leaves: 8 splits
+  // ran 4% faster at 64k, and no split 4-12% faster than its 2 at batch 8 x 1k-8k).
+  int per_sm = 1;
+  switch (fa2_padded_head_dim(p.head_dim)) {
+    case 64: per_sm = split_ctas_per_sm<64>(); break;
+    case 128: per_sm = split_ctas_per_sm<128>(); break;
+    case 256: per_sm = split_ctas_per_sm<256>(); break;
+  }
+  return int(split_kv_heuristic(ctas, int64_t(sms) * per_sm, blocks));
 }
 
 void decode_forward(const DecodeParams& p, cudaStream_t stream) {
