@@ -9,6 +9,7 @@
 #include "decode/decode_params.hpp"
 #include "flashlab/error.hpp"
 #include "host.hpp"
+#include "kernels.hpp"
 #include "launch.hpp"
 
 // flashlab_mask_prepare_v2's handle: the mask on the device and the problem it was made from.
@@ -21,7 +22,8 @@ struct flashlab_device_mask {
 namespace flashlab::capi {
 namespace {
 
-const char* const kKernels[] = {"fa2", "fa3", "standard"};
+// fa3-pack-gqa and fa3-no-pack-gqa: fa3 with PackGQA asked for or refused (as tensors->pack_gqa 1, -1).
+const char* const kKernels[] = {"fa2", "fa3", "fa3-pack-gqa", "fa3-no-pack-gqa", "fa3-fp8", "standard"};
 
 gpu::Dtype kernel_dtype(DType d) {
   return d == DType::bf16 ? gpu::Dtype::bf16 : d == DType::fp16 ? gpu::Dtype::fp16 : gpu::Dtype::fp32;
@@ -42,7 +44,8 @@ void need(const void* ptr, const char* name) {
 // The shared fields of both passes: shapes, the forward's tensors (q, k, v, o, lse) and, for
 // varlen, the device offsets. The problem is judged first: without a device that is what is said.
 void fill(gpu::AttentionParams& a, const std::string& kernel, const Problem& p, const flashlab_tensors& t) {
-  const std::string why = gpu::unsupported(kernel, p);
+  const std::string base = kernel == "fa3-fp8" ? "fa3_fp8" : gpu::forward_kernel(kernel).first;
+  const std::string why = gpu::unsupported(base, p);
   if (!why.empty()) throw Error(kernel + " cannot run this problem: " + why);
   a = gpu::params_of(p, kernel_dtype(p.dtype));
   for (const auto& [ptr, name] : {std::pair{t.q, "q"}, {t.k, "k"}, {t.v, "v"}, {static_cast<const void*>(t.o), "o"},
@@ -110,9 +113,44 @@ bool is_device_kernel(const std::string& impl) {
   return false;
 }
 
+// fa3's options in flashlab_tensors (ABI 3): PackGQA asked for or refused, and the FP8 forward's descales.
+void set_fa3_options(gpu::AttentionParams& a, const std::string& kernel, const flashlab_tensors& t) {
+  if (t.pack_gqa != 0 && kernel != "fa3")
+    throw Error(kernel + ": tensors->pack_gqa applies to fa3's forward (leave it 0 for " + kernel + ")");
+  a.pack_gqa = t.pack_gqa > 0 ? gpu::PackGqa::on : t.pack_gqa < 0 ? gpu::PackGqa::off : gpu::PackGqa::automatic;
+  if (const auto [base, pack] = gpu::forward_kernel(kernel); base == "fa3" && kernel != "fa3") a.pack_gqa = pack;
+  const float descales[] = {t.descale_q, t.descale_k, t.descale_v};
+  const char* const names[] = {"descale_q", "descale_k", "descale_v"};
+  for (int i = 0; i < 3; ++i) {
+    if (descales[i] == 0.f) continue;  // unset: 1
+    if (kernel != "fa3-fp8")
+      throw Error(kernel + ": tensors->" + names[i] + " is for fa3-fp8's e4m3 inputs (leave it 0 for " + kernel + ")");
+    if (!(descales[i] > 0.f) || !std::isfinite(descales[i]))
+      throw Error(std::string("fa3-fp8: tensors->") + names[i] + " must be a positive finite scale (x = e4m3 x " +
+                  "descale), got " + std::to_string(descales[i]));
+  }
+  if (kernel != "fa3-fp8") return;
+  a.descale_q = t.descale_q > 0.f ? t.descale_q : 1.f;
+  a.descale_k = t.descale_k > 0.f ? t.descale_k : 1.f;
+  a.descale_v = t.descale_v > 0.f ? t.descale_v : 1.f;
+}
+
 void device_forward(const std::string& kernel, const Problem& p, const flashlab_tensors& t) {
+  if (kernel == "fa3-fp8" && p.dtype != DType::bf16)
+    throw Error("fa3-fp8: q, k and v hold float8 e4m3 and o is bf16: set the problem's dtype to bf16 (got " +
+                std::string(to_string(p.dtype)) + ")");
+  gpu::AttentionParams options;
+  set_fa3_options(options, kernel, t);  // judged first: a misplaced option is told before the device is asked
   gpu::AttentionParams a;
   fill(a, kernel, p, t);
+  a.pack_gqa = options.pack_gqa;
+  a.descale_q = options.descale_q;
+  a.descale_k = options.descale_k;
+  a.descale_v = options.descale_v;
+  if (kernel == "fa3-fp8") {
+    gpu::fa3_fp8_forward(a, static_cast<cudaStream_t>(t.stream));
+    return;
+  }
   const gpu::DeviceSlopes slopes(p, a, static_cast<cudaStream_t>(t.stream));
   std::optional<gpu::DeviceMask> mask;
   set_mask(a, p, t, mask);
@@ -120,6 +158,12 @@ void device_forward(const std::string& kernel, const Problem& p, const flashlab_
 }
 
 void device_backward(const std::string& kernel, const Problem& p, const flashlab_tensors& t) {
+  if (kernel == "fa3-fp8")
+    throw Error("fa3-fp8 is a forward only (FA3's FP8 kernel is for inference): train with fa3 or fa2 in bf16");
+  if (t.pack_gqa != 0 || t.descale_q != 0.f || t.descale_k != 0.f || t.descale_v != 0.f)
+    throw Error(kernel + "'s backward: tensors->pack_gqa and the descales are forward options (leave them 0)");
+  if (gpu::forward_kernel(kernel).first == "fa3" && kernel != "fa3")
+    return device_backward("fa3", p, t);  // PackGQA is the forward's; the backward is fa3's
   if (const std::string why = gpu::backward_unsupported(kernel, p); !why.empty())
     throw Error(kernel + " cannot run this problem's backward: " + why);
   gpu::BackwardParams a;

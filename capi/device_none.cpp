@@ -6,7 +6,10 @@ namespace flashlab::capi {
 
 bool built_with_cuda() { return false; }
 
-bool is_device_kernel(const std::string& impl) { return impl == "fa2" || impl == "fa3" || impl == "standard"; }
+bool is_device_kernel(const std::string& impl) {
+  return impl == "fa2" || impl == "fa3" || impl == "fa3-pack-gqa" || impl == "fa3-no-pack-gqa" || impl == "fa3-fp8" ||
+         impl == "standard";
+}
 
 void device_forward(const std::string& kernel, const Problem&, const flashlab_tensors&) {
   throw Error(kernel + ": this libflashlab was built without CUDA (no nvcc at configure time); "

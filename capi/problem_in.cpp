@@ -15,11 +15,16 @@ struct Layout {
   uint32_t version;
   size_t size;
 };
-constexpr Layout kProblemLayouts[] = {{1, offsetof(flashlab_problem, mask_kind)}, {2, sizeof(flashlab_problem)}};
-constexpr Layout kTensorsLayouts[] = {{1, offsetof(flashlab_tensors, mask)}, {2, sizeof(flashlab_tensors)}};
-constexpr Layout kDecodeLayouts[] = {{1, sizeof(flashlab_decode)}, {2, sizeof(flashlab_decode)}};  // unchanged in 2
+constexpr Layout kProblemLayouts[] = {
+    {1, offsetof(flashlab_problem, mask_kind)}, {2, sizeof(flashlab_problem)}, {3, sizeof(flashlab_problem)}};
+constexpr Layout kTensorsLayouts[] = {
+    {1, offsetof(flashlab_tensors, mask)}, {2, offsetof(flashlab_tensors, descale_q)}, {3, sizeof(flashlab_tensors)}};
+constexpr Layout kDecodeLayouts[] = {{1, sizeof(flashlab_decode)}, {2, sizeof(flashlab_decode)},
+                                     {3, sizeof(flashlab_decode)}};  // unchanged in 2 and 3
 static_assert(offsetof(flashlab_problem, mask_kind) == 152 && offsetof(flashlab_tensors, mask) == 112,
               "ABI 1's structs are frozen: append new fields after them");
+static_assert(offsetof(flashlab_tensors, descale_q) == 120 && sizeof(flashlab_tensors) == 136,
+              "ABI 2's flashlab_tensors is frozen: append new fields after it");
 
 // The caller's struct, of any version in `known`, as this header's struct: the fields a version-1
 // caller does not have are 0 (no mask). Only the caller's own struct_size bytes are read, and a size or

@@ -21,11 +21,14 @@ std::string implementations_json() {
                     {"has_backward", impl.has_backward}, {"needs_gpu", impl.needs_gpu}});
   const char* what[][2] = {{"fa2", "gpu/fa2: FlashAttention-2 forward and backward (mma.sync), bf16/fp16"},
                            {"fa3", "gpu/fa3: the Hopper forward and backward (TMA, wgmma, warp-specialized), bf16/fp16, sm_90"},
+                           {"fa3-fp8", "gpu/fa3: the Hopper FP8 forward, e4m3 q, k, v with a descale each, bf16 o, sm_90"},
                            {"standard", "gpu/standard.cu: cuBLAS QK^T, softmax, cuBLAS PV (forward)"}};
   if (built_with_cuda())
-    for (const auto& [name, description] : what)
+    for (const auto& [name, description] : what) {
+      const bool backward = std::string(name) == "fa2" || std::string(name) == "fa3";
       list.push_back({{"name", name}, {"description", description}, {"memory", "device"},
-                      {"has_backward", std::string(name) != "standard"}, {"needs_gpu", true}});
+                      {"has_backward", backward}, {"needs_gpu", true}});
+    }
   return list.dump();
 }
 

@@ -8,8 +8,10 @@
  *   1  the first: flashlab_problem up to cu_seqlens_k, flashlab_tensors up to pad0
  *   2  masks: flashlab_problem's mask fields (mask_kind ... pad2), flashlab_tensors' `mask` (a prepared
  *      device mask, flashlab_mask_prepare_v2); flashlab_decode is unchanged
- * A version-1 struct (its own size and abi_version 1) is still accepted, as if its missing fields were 0:
- * no mask, the device mask built per call.
+ *   3  fa3's options: flashlab_tensors' descale_q, descale_k, descale_v (the FP8 forward, impl "fa3-fp8")
+ *      and pack_gqa; flashlab_problem and flashlab_decode are unchanged
+ * A version-1 or -2 struct (its own size and abi_version) is still accepted, as if its missing fields
+ * were 0: no mask, the device mask built per call, descales of 1, PackGQA by fa3's rule.
  *
  * Errors: every entry point returns 0 on success, and otherwise a non-zero code with a one-line reason
  * written into `error` (at most error_len bytes, always NUL-terminated). Nothing throws across the ABI.
@@ -31,7 +33,7 @@
 extern "C" {
 #endif
 
-#define FLASHLAB_ABI_VERSION 2
+#define FLASHLAB_ABI_VERSION 3
 
 #if defined(__GNUC__)
 #define FLASHLAB_API __attribute__((visibility("default")))
@@ -117,6 +119,11 @@ typedef struct flashlab_tensors {
   /* ABI 2 */
   const flashlab_device_mask* mask; /* GPU: the problem's mask, prepared; NULL: uploaded for this call.
                                        Refused when made for another shape or mask. The CPU ignores it. */
+  /* ABI 3 */
+  float descale_q, descale_k, descale_v; /* "fa3-fp8": q, k, v hold float8 e4m3, x = e4m3 x descale (one a
+                                            tensor; 0: 1); o is bf16 (the problem's dtype must be bf16) */
+  int32_t pack_gqa;             /* fa3's forward: 0 by its rule (FA3's), 1 a kv head's query heads packed
+                                   into one tile (refused where they cannot be), -1 never packed */
 } flashlab_tensors;
 
 /* One KV-cache decoding call on the GPU (flash_attn_with_kvcache; core/include/flashlab/decode_problem.hpp
@@ -169,8 +176,8 @@ FLASHLAB_API void flashlab_free(char* text);
 FLASHLAB_API int flashlab_implementations(char** json_out, char* error, size_t error_len);
 
 /* Attention. `impl` is a name from flashlab_implementations: a harness implementation (reference,
- * tiled-fa1, tiled-fa2, gpu-fa2, ...) on host memory, or a GPU kernel (fa2, fa3, standard) on device
- * memory. */
+ * tiled-fa1, tiled-fa2, gpu-fa2, ...) on host memory, or a GPU kernel (fa2, fa3, standard; fa3-fp8,
+ * forward only) on device memory. */
 FLASHLAB_API int flashlab_forward_v1(const char* impl, const flashlab_problem* problem, const flashlab_tensors* tensors,
                         char* error, size_t error_len);
 FLASHLAB_API int flashlab_backward_v1(const char* impl, const flashlab_problem* problem, const flashlab_tensors* tensors,

@@ -14,11 +14,13 @@ from ._abi import FlashlabError
 from .attention import flash_attn_backward, flash_attn_func, flash_attn_varlen_func
 from .check import check, implementations
 from .estimate import estimate
+from .fp8 import flash_attn_fp8_func, quantize_fp8
 from .kvcache import flash_attn_with_kvcache
 from .walk import walk
 
-__all__ = ["FlashlabError", "check", "estimate", "flash_attn_backward", "flash_attn_func", "flash_attn_varlen_func",
-           "flash_attn_with_kvcache", "implementations", "library_path", "walk"]
+__all__ = ["FlashlabError", "check", "estimate", "flash_attn_backward", "flash_attn_fp8_func", "flash_attn_func",
+           "flash_attn_varlen_func", "flash_attn_with_kvcache", "implementations", "library_path", "quantize_fp8",
+           "walk"]
 
 
 # torch already loaded (imported before flashlab): register the custom ops now, outside any code

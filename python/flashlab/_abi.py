@@ -1,5 +1,6 @@
 """The C ABI of libflashlab.so (capi/include/flashlab.h) in ctypes: its structs, field for field (ABI 2:
-the mask fields of flashlab_problem, the prepared device mask of flashlab_tensors), the library's entry
+the mask fields of flashlab_problem, the prepared device mask of flashlab_tensors; ABI 3: fa3's descales
+and pack_gqa in flashlab_tensors), the library's entry
 points with their argument types, and where the library is found.
 
 The library is looked for, first found wins:
@@ -10,7 +11,7 @@ The library is looked for, first found wins:
 import ctypes
 import os
 
-ABI_VERSION = 2  # FLASHLAB_ABI_VERSION of the header these structs mirror
+ABI_VERSION = 3  # FLASHLAB_ABI_VERSION of the header these structs mirror
 FP32, FP16, BF16 = 0, 1, 2
 DTYPE_NAMES = {"fp32": FP32, "fp16": FP16, "bf16": BF16}
 # enum flashlab_mask_kind, by core's names (core/include/flashlab/mask.hpp)
@@ -81,10 +82,16 @@ class Tensors(ctypes.Structure):
         ("deterministic", ctypes.c_int32),
         ("pad0", ctypes.c_int32),
         ("mask", ctypes.c_void_p),  # ABI 2: a flashlab_device_mask* (flashlab_mask_prepare_v2), or NULL
+        # ABI 3: fa3's options
+        ("descale_q", ctypes.c_float),  # "fa3-fp8": x = e4m3 x descale (0: 1)
+        ("descale_k", ctypes.c_float),
+        ("descale_v", ctypes.c_float),
+        ("pack_gqa", ctypes.c_int32),   # fa3's forward: 0 its rule, 1 packed, -1 not
     ]
 
 
 TENSORS_V1_SIZE = Tensors.mask.offset
+TENSORS_V2_SIZE = Tensors.descale_q.offset
 
 
 class Decode(ctypes.Structure):

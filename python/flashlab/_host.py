@@ -27,13 +27,14 @@ def _ptr(array):
     return array.ctypes.data
 
 
-DEVICE_KERNELS = ("fa2", "fa3", "standard")
+DEVICE_KERNELS = ("fa2", "fa3", "fa3-pack-gqa", "fa3-no-pack-gqa", "fa3-fp8", "standard")
 
 
 def _host_impl(impl):
     if impl in DEVICE_KERNELS:
+        harness = "gpu-" + ("fa3" if "pack-gqa" in impl else impl)  # the harness's copy-to-the-GPU name
         raise ValueError(f"impl={impl!r} runs on device memory (CUDA torch tensors); on numpy arrays use a CPU "
-                         f"implementation (tiled-fa2, tiled-fa1, reference) or gpu-{impl} (copies to the GPU)")
+                         f"implementation (tiled-fa2, tiled-fa1, reference) or {harness} (copies to the GPU)")
     return impl.encode()
 
 

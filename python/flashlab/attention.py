@@ -7,8 +7,13 @@
 numpy arrays run a CPU implementation (impl="tiled-fa2" unless told: also "reference", "tiled-fa1", ...).
 torch tensors go through the custom op torch.ops.flashlab.fwd (torch_ops.py; CUDA tensors run impl="fa2"
 unless told: "fa3", "standard"; CPU tensors a CPU implementation). flashlab's own keyword arguments beyond
-flash-attn's: impl, seed (dropout's) and mask. With return_attn_probs the third value is None: flashlab
-never materializes the attention matrix.
+flash-attn's: impl, seed (dropout's), mask and pack_gqa. With return_attn_probs the third value is None:
+flashlab never materializes the attention matrix.
+
+pack_gqa (impl="fa3" on CUDA tensors, FA3's option): True packs the query heads that share a kv head into
+one tile of fa3's forward (it raises where they cannot be), False never does, None (the default) lets
+fa3 choose by FA3's rule. The backward is fa3's either way. FA3's FP8 forward is flash_attn_fp8_func
+(fp8.py).
 
 mask=(kind, value) adds a mask function to causal / window (core/include/flashlab/mask.hpp has the
 definitions; diag(i) = i + seqlen_k - seqlen_q, bottom-right as for causal):
@@ -48,6 +53,17 @@ def _numpy_only(name, *arrays):
                             "a numpy array, or every one as a torch tensor")
 
 
+def _with_pack_gqa(impl, pack_gqa, numpy):
+    """impl with PackGQA asked for (True) or refused (False): the device kernel names fa3-pack-gqa and
+    fa3-no-pack-gqa; None leaves impl as it is."""
+    if pack_gqa is None:
+        return impl
+    if numpy or impl != "fa3":
+        raise ValueError(f"pack_gqa is fa3's option on CUDA tensors (impl='fa3'); this call runs "
+                         f"{'numpy arrays' if numpy else 'impl=' + repr(impl)}: leave pack_gqa=None")
+    return "fa3-pack-gqa" if pack_gqa else "fa3-no-pack-gqa"
+
+
 def _problem(shapes, precision, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, seed,
              cu_seqlens_q=None, cu_seqlens_k=None, mask=None):
     _checks.check_window(window_size)
@@ -79,12 +95,13 @@ def _numpy_forward(name, q, k, v, cu_q, cu_k, max_q, max_k, dropout_p, softmax_s
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                     alibi_slopes=None, deterministic=False, return_attn_probs=False, *, impl=None, seed=0,
-                    mask=None):
+                    mask=None, pack_gqa=None):
     """Attention over q (batch, seqlen_q, nheads, headdim), k, v (batch, seqlen_k, nheads_k, headdim[_v]).
     Returns out (batch, seqlen_q, nheads, headdim_v), or (out, softmax_lse (batch, nheads, seqlen_q), None)
     with return_attn_probs. mask=(kind, value): a mask function beyond causal / window, as the module
     docstring says: ("prefix-lm", n or [n per batch entry]), ("document", [lengths]), ("chunked", size),
     ("dense", bool array (seqlen_q, seqlen_k) or (batch|1, nheads|1, seqlen_q, seqlen_k))."""
+    impl = _with_pack_gqa(impl, pack_gqa, _is_numpy(q))
     if _is_numpy(q):
         return _numpy_forward("flash_attn_func", q, k, v, None, None, None, None, dropout_p, softmax_scale, causal,
                               window_size, softcap, alibi_slopes, return_attn_probs, impl, seed, mask)
@@ -95,13 +112,15 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                           deterministic=False, return_attn_probs=False, *, impl=None, seed=0, mask=None):
+                           deterministic=False, return_attn_probs=False, *, impl=None, seed=0, mask=None,
+                           pack_gqa=None):
     """Attention over packed sequences: q (total_q, nheads, headdim), k, v (total_k, nheads_k, headdim[_v]),
     sequence b's tokens at rows cu_seqlens[b]:cu_seqlens[b+1] (int32, batch + 1 entries). Returns out
     (total_q, nheads, headdim_v), or (out, softmax_lse (nheads, total_q), None) with return_attn_probs.
     mask: as flash_attn_func's, applied to each sequence (diag(i) from its own lengths); prefix-lm and
     chunked only (document and dense masks describe fixed-length batches), and on the CPU only (the GPU
     kernels take masks on fixed-length batches)."""
+    impl = _with_pack_gqa(impl, pack_gqa, _is_numpy(q))
     if _is_numpy(q):
         return _numpy_forward("flash_attn_varlen_func", q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                               max_seqlen_k, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,

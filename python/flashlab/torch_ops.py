@@ -43,7 +43,9 @@ if not hasattr(torch, "library") or not hasattr(torch.library, "custom_op"):
                       f"{torch.__version__}. numpy arrays work without torch: flashlab.flash_attn_func(q_np, k_np, v_np)")
 
 _PRECISION = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
-DEVICE_KERNELS = ("fa2", "fa3", "standard")
+# fa3-pack-gqa / fa3-no-pack-gqa: fa3 with PackGQA asked for or refused (flash_attn_func's pack_gqa)
+FA3_KERNELS = ("fa3", "fa3-pack-gqa", "fa3-no-pack-gqa")
+DEVICE_KERNELS = ("fa2", "standard") + FA3_KERNELS
 DEFAULT_DEVICE_IMPL = "fa2"
 DEFAULT_HOST_IMPL = "tiled-fa2"
 HOST_BACKWARD = ("reference", "tiled-fa1", "tiled-fa2", "gpu-fa2", "gpu-fa2-deterministic")
@@ -218,7 +220,7 @@ def _bwd_fake(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_s
 
 def _backward_impl(impl, on_cuda, head_dim, dropout_p, alibi, mask_kind=0):
     if on_cuda:  # fa3's own where its backward takes the problem (head dims up to 128, no ALiBi, dropout or dense mask)
-        fa3 = impl == "fa3" and head_dim <= 128 and dropout_p == 0 and alibi is None and mask_kind != _MASK_DENSE
+        fa3 = impl in FA3_KERNELS and head_dim <= 128 and dropout_p == 0 and alibi is None and mask_kind != _MASK_DENSE
         return "fa3" if fa3 else "fa2"  # standard has no backward: fa2's is the GPU backward
     return impl if impl in HOST_BACKWARD else DEFAULT_HOST_IMPL
 

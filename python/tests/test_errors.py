@@ -152,3 +152,57 @@ def test_abi_bad_dtype_and_truncated_error_buffer():
     assert _abi.lib().flashlab_forward_v1(b"nope", ctypes.byref(small_problem()), ctypes.byref(_abi.new_tensors()),
                                           err, 16) != 0
     assert err.value == b"unknown impleme"  # cut to the buffer, NUL-terminated
+
+
+def test_fa3_options_say_where_they_apply():
+    # pack_gqa is fa3's, on CUDA tensors; the FP8 forward takes CUDA e4m3 tensors: both say so on numpy arrays
+    with pytest.raises(ValueError, match=r"pack_gqa is fa3's option on CUDA tensors .* numpy arrays"):
+        flashlab.flash_attn_func(*arrays(), pack_gqa=True)
+    with pytest.raises(ValueError, match=r"q must be a CUDA torch tensor \(float8_e4m3fn\)"):
+        flashlab.flash_attn_fp8_func(*arrays())
+    with pytest.raises(ValueError, match=r"impl='fa3-fp8' runs on device memory .* gpu-fa3-fp8"):
+        flashlab.flash_attn_func(*arrays(dtype=np.float16), impl="fa3-fp8")
+    # through the ABI: the descales and pack_gqa are refused where they do not apply, before any launch
+    q, k, v = arrays(dtype=np.float32)
+    o, lse = np.empty_like(q), np.empty((1, 2, 16), np.float32)
+    p = small_problem()
+    p.heads_q = p.heads_kv = 2
+    p.seqlen_q = p.seqlen_k = 16
+    p.dtype = _abi.FP16
+
+    def refused(impl, **fields):
+        t = _abi.new_tensors()
+        t.q, t.k, t.v, t.o, t.lse = (x.ctypes.data for x in (q, k, v, o, lse))
+        for name, value in fields.items():
+            setattr(t, name, value)
+        rc, msg = raw_forward(p, t, impl=impl)
+        assert rc != 0
+        return msg
+
+    no_cuda = "built without CUDA"
+    msg = refused(b"fa2", descale_q=0.5)
+    assert "tensors->descale_q is for fa3-fp8's e4m3 inputs" in msg or no_cuda in msg, msg
+    msg = refused(b"fa2", pack_gqa=1)
+    assert "tensors->pack_gqa applies to fa3's forward" in msg or no_cuda in msg, msg
+    p.dtype = _abi.BF16
+    msg = refused(b"fa3-fp8", descale_k=-1.0)
+    p.dtype = _abi.FP16
+    assert "descale_k must be a positive finite scale" in msg or no_cuda in msg, msg
+    msg = refused(b"fa3-fp8")  # fp16: its output is bf16
+    assert "set the problem's dtype to bf16" in msg or no_cuda in msg, msg
+
+
+def test_version_2_tensors_are_still_read():
+    # a version-2 caller's flashlab_tensors (no descales, no pack_gqa) runs as before
+    q, k, v = arrays(sq=4, sk=4, hq=1, hk=1)
+    o, lse = np.empty_like(q), np.empty((1, 1, 4), np.float32)
+    t = _abi.new_tensors()
+    t.q, t.k, t.v, t.o, t.lse = (x.ctypes.data for x in (q, k, v, o, lse))
+    assert raw_forward(small_problem(), t) == (0, "")
+    o2 = o.copy()
+    t2 = ctypes.create_string_buffer(bytes(t)[:_abi.TENSORS_V2_SIZE], _abi.TENSORS_V2_SIZE)
+    ctypes.memmove(t2, ctypes.byref(ctypes.c_uint32(_abi.TENSORS_V2_SIZE)), 4)
+    ctypes.memmove(ctypes.addressof(t2) + 4, ctypes.byref(ctypes.c_uint32(2)), 4)
+    o[:] = np.nan
+    assert raw_forward(small_problem(), ctypes.cast(t2, ctypes.POINTER(_abi.Tensors)).contents) == (0, "")
+    np.testing.assert_array_equal(o, o2)

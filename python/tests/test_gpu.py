@@ -12,6 +12,7 @@ Run on the GPU machine (python/README.md, "On a GPU"):
 The tolerance is the harness's rule: flashlab's error at
 most 2x (3x for gradients) that of SDPA run in the same low precision, plus 1e-5 (harness/check.hpp's
 rule, with SDPA in fp64 as the oracle)."""
+import ctypes
 import inspect
 import os
 import subprocess
@@ -28,7 +29,8 @@ if not hasattr(torch.library, "custom_op"):
 import torch.nn.functional as F  # noqa: E402
 
 import flashlab  # noqa: E402
-from flashlab import torch_ops  # noqa: E402
+from flashlab import _abi, torch_ops  # noqa: E402
+from flashlab._problem import ProblemArgs  # noqa: E402
 
 DEVICE = "cuda"
 
@@ -631,3 +633,84 @@ def test_mask_kwarg_cpu_tensors_match_the_numpy_path():
     grads_np = flashlab.flash_attn_backward(dout.numpy(), *arrays, out_np, lse_np, mask=mask)
     for g, g_np in zip(grads, grads_np):
         assert max_err(g, torch.from_numpy(g_np)) == 0
+
+
+def fp8_inputs(b, sq, sk, hq, hk, d, seed):
+    torch.manual_seed(seed)
+    xs = [torch.randn(b, s, h, d, device=DEVICE) for s, h in ((sq, hq), (sk, hk), (sk, hk))]
+    quantized = [flashlab.quantize_fp8(x) for x in xs]
+    dequantized = [x8.float() * descale for x8, descale in quantized]  # what the kernel computes on
+    return quantized, dequantized
+
+
+def fp8_baseline(q, k, v, causal, fp64):
+    """Attention on the dequantized inputs: in fp64 (the oracle), or in fp32 with P~ = exp(S - m) rounded to
+    e4m3 before P V and O to bf16, as reference::forward_fp8 (the harness's gpu-fa3-fp8 rule) computes it."""
+    dt = torch.float64 if fp64 else torch.float32
+    b, sq, hq, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    qt, kt, vt = (x.transpose(1, 2).to(dt) for x in (q, k, v))
+    kt, vt = kt.repeat_interleave(hq // hk, dim=1), vt.repeat_interleave(hq // hk, dim=1)
+    s = qt @ kt.transpose(-1, -2) / d ** 0.5
+    if causal:
+        i = torch.arange(sq, device=q.device)[:, None] + (sk - sq)
+        s = s.masked_fill(torch.arange(sk, device=q.device)[None, :] > i, float("-inf"))
+    m = s.amax(-1, keepdim=True)
+    p = torch.exp(s - m)
+    lse = (m + p.sum(-1, keepdim=True).log()).squeeze(-1)
+    pv = p if fp64 else p.to(torch.float8_e4m3fn).to(dt)
+    out = (pv @ vt) / p.sum(-1, keepdim=True)
+    out = out.transpose(1, 2)
+    return (out if fp64 else out.to(torch.bfloat16).to(dt)), lse
+
+
+@pytest.mark.parametrize("shape,causal", [((2, 256, 256, 4, 4, 128), False), ((1, 97, 1025, 8, 2, 128), True),
+                                          ((2, 130, 257, 2, 2, 256), True), ((1, 64, 64, 2, 1, 80), False)])
+def test_fa3_fp8_forward_within_its_rule(shape, causal):
+    """flash_attn_fp8_func on quantize_fp8's tensors, against the fp64 oracle on the dequantized inputs,
+    within twice the error of the e4m3-P baseline (the harness's gpu-fa3-fp8 rule); LSE within 1e-3."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("fa3's FP8 forward needs an sm_90 GPU (H100/H200)")
+    quantized, (q, k, v) = fp8_inputs(*shape, seed=sum(shape))
+    (q8, dq), (k8, dk), (v8, dv) = quantized
+    out, lse = flashlab.flash_attn_fp8_func(q8, k8, v8, dq, dk, dv, causal=causal, return_softmax_lse=True)
+    assert out.dtype == torch.bfloat16 and out.shape == q8.shape and lse.shape == (shape[0], shape[3], shape[1])
+    ref, ref_lse = fp8_baseline(q, k, v, causal, fp64=True)
+    low, _ = fp8_baseline(q, k, v, causal, fp64=False)
+    tol = 2 * max_err(low, ref) + 1e-5
+    assert max_err(out, ref) <= tol, f"O: {max_err(out, ref):.3e} > {tol:.3e}"
+    assert max_err(lse, ref_lse) <= 1e-3
+    # descales as one-element tensors give the same bits; a bf16 q is refused with the way out
+    again = flashlab.flash_attn_fp8_func(q8, k8, v8, torch.tensor(dq), torch.tensor([dk]), dv, causal=causal)
+    assert torch.equal(again, out)
+    with pytest.raises(TypeError, match=r"q is torch.bfloat16: the FP8 forward takes torch.float8_e4m3fn"):
+        flashlab.flash_attn_fp8_func(q.to(torch.bfloat16), k8, v8)
+    p = ProblemArgs(batch=1, heads_q=1, heads_kv=1, seqlen_q=4, seqlen_k=4, head_dim=128, dtype="bf16")
+    with pytest.raises(RuntimeError, match=r"fa3-fp8 is a forward only"):  # its backward, asked directly
+        _abi.call(_abi.lib().flashlab_backward_v1, b"fa3-fp8", p.ref, ctypes.byref(_abi.new_tensors()))
+
+
+@pytest.mark.parametrize("sq", [1, 16, 200])
+def test_pack_gqa_kwarg_packed_and_unpacked_agree(sq):
+    """flash_attn_func(impl="fa3", pack_gqa=True / False): both within the SDPA rule, their outputs within
+    1e-2 and LSEs within 1e-5 of each other (a packed tile only regroups rows), gradients through fa3's
+    backward; pack_gqa on another impl, or where a group cannot pack, is refused with the reason."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("fa3 needs an sm_90 GPU (H100/H200)")
+    torch.manual_seed(sq)
+    q, k, v = rand(2, sq, 16, 128), rand(2, 512, 2, 128), rand(2, 512, 2, 128)
+    ref = sdpa(q, k, v, causal=True, upcast=True)
+    tol = 2 * max_err(sdpa(q, k, v, causal=True), ref) + 1e-5
+    runs = {}
+    for pack in (True, False):
+        out, lse, _ = flashlab.flash_attn_func(q, k, v, causal=True, impl="fa3", pack_gqa=pack, return_attn_probs=True)
+        assert max_err(out, ref) <= tol, f"pack_gqa={pack}: {max_err(out, ref):.3e} > {tol:.3e}"
+        runs[pack] = (out, lse, torch.autograd.grad(out, (q, k, v), torch.ones_like(out)))
+    assert max_err(runs[True][0], runs[False][0]) <= 1e-2 and max_err(runs[True][1], runs[False][1]) <= 1e-5
+    for g_packed, g_unpacked in zip(runs[True][2], runs[False][2]):
+        assert max_err(g_packed, g_unpacked) <= 1e-2 * g_unpacked.float().abs().max().item() + 1e-3
+    with pytest.raises(ValueError, match=r"pack_gqa is fa3's option on CUDA tensors .* impl='fa2'"):
+        flashlab.flash_attn_func(q, k, v, impl="fa2", pack_gqa=True)
+    q3, k3 = rand(1, 8, 6, 128), rand(1, 64, 2, 128)  # 3 query heads a kv head: 128 rows do not split in 3
+    with pytest.raises(RuntimeError, match=r"pack_gqa with 3 query heads a kv head"):
+        flashlab.flash_attn_func(q3, k3, k3, impl="fa3", pack_gqa=True)

@@ -145,7 +145,9 @@ struct Shapes {
   }
 };
 
-bool is_device_kernel(const std::string& impl) { return impl == "fa2" || impl == "fa3" || impl == "standard"; }
+// fa3-pack-gqa / fa3-no-pack-gqa: fa3 with PackGQA asked for or refused (torch_ops.FA3_KERNELS).
+bool is_fa3(const std::string& impl) { return impl == "fa3" || impl == "fa3-pack-gqa" || impl == "fa3-no-pack-gqa"; }
+bool is_device_kernel(const std::string& impl) { return impl == "fa2" || is_fa3(impl) || impl == "standard"; }
 
 // torch_ops._check_tensors, its CUDA half (the dispatcher sent us here, so one of the tensors is on a GPU).
 void check_tensors(const Tensor& q, const Tensor& k, const Tensor& v, const OptionalTensor& cu_q,
@@ -491,7 +493,7 @@ const c10::TypedOperatorHandle<BwdSignature>& bwd_op() {
 // forward's implementation when it has a backward, else tiled-fa2.
 std::string backward_impl(const std::string& impl, bool on_cuda, int64_t head_dim, double dropout_p, bool alibi,
                           bool dense_masked) {
-  if (on_cuda) return impl == "fa3" && head_dim <= 128 && dropout_p == 0 && !alibi && !dense_masked ? "fa3" : "fa2";
+  if (on_cuda) return is_fa3(impl) && head_dim <= 128 && dropout_p == 0 && !alibi && !dense_masked ? "fa3" : "fa2";
   for (const char* name : {"reference", "tiled-fa1", "tiled-fa2", "gpu-fa2", "gpu-fa2-deterministic"})
     if (impl == name) return impl;
   return "tiled-fa2";
