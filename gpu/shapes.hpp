@@ -12,6 +12,7 @@
 // tiles are 16 rows high. Shared-memory sizes are for 2-byte elements (bf16 / fp16) except fa1_minimal,
 // which runs in fp32.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -82,8 +83,9 @@ constexpr TileShape unsupported(const char* kernel, const char* why) {
 // no split when the CTAs without one already fill 80% of the slots; otherwise, over the eligible split
 // counts 1 .. min(max_splits, slots, n_blocks) (a count is eligible when it changes the blocks per
 // split: ceil(n/s) != ceil(n/(s-1))), the wave efficiency e(s) = w / ceil(w) with w = ctas x s / slots,
-// and the smallest s with e(s) >= 0.85 x the best. The simulator (simulator/decode.cpp) and the decode
-// kernel's launcher (gpu/decode/decode.cu, with its occupancy's slots) both call it.
+// and the smallest s with e(s) >= 0.85 x the best. The simulator (simulator/decode.cpp), which models
+// flash-attn's kernel, calls it; flashlab's decode kernel splits by bandwidth instead
+// (gpu/shapes.hpp decode_split_count, gpu/decode/decode.cu decode_num_splits say why).
 inline int64_t split_kv_heuristic(int64_t ctas_without_split, int64_t slots, int64_t n_blocks,
                                   int64_t max_splits = 128) {
   constexpr double kNoSplitFill = 0.8, kEfficiencyWithin = 0.85;
@@ -104,6 +106,31 @@ inline int64_t split_kv_heuristic(int64_t ctas_without_split, int64_t slots, int
     if (eligible(s) && efficiency(s) >= kEfficiencyWithin * best) return s;
   return 1;
 }
+
+// The split count that keeps the HBM streaming, and no more. A split kernel CTA streams the cache at
+// `cta_bytes_per_s` (its warps' blocks in flight over the memory's latency), so the HBM's achievable rate
+// takes ceil(hbm_bytes_per_s / cta_bytes_per_s) CTAs: splits multiply the grid's `ctas` until it has them,
+// within one wave (`slots`, the CTAs the GPU holds at once), one 128-key block a split (`blocks`) and 128
+// splits. A split past that adds partials to write and merge for no bandwidth.
+inline int decode_split_count(int64_t ctas, int64_t slots, int64_t blocks, double hbm_bytes_per_s,
+                              double cta_bytes_per_s) {
+  if (ctas < 1) return 1;
+  const int64_t needed = int64_t(std::ceil(hbm_bytes_per_s / cta_bytes_per_s));
+  int64_t s = (needed + ctas - 1) / ctas;
+  const int64_t one_wave = slots / ctas;
+  if (s > one_wave) s = one_wave;
+  if (s > blocks) s = blocks;
+  if (s > 128) s = 128;
+  return s < 1 ? 1 : int(s);
+}
+// One split CTA's stream at d = 128 (4 warps, two 16 KB blocks of K and V each in flight), measured: an
+// H100, 2026-11-26, batch 1 x 64k keys at 1, 2 and 4 splits (8, 16, 32 CTAs, the HBM far from full)
+// moved 54, 51 and 51 GB/s a CTA (bench/results/decode-splits-h100-2026-11-26-run2.csv). Other head dims
+// scale it by their bytes in flight (Little's law, the same latency; not measured).
+constexpr double kDecodeCtaBytesPerS = 51e9;
+// The HBM's achievable share of its peak (memory clock x bus width): a device copy moved 3.04 of the
+// H100's 3.35 TB/s (bench/decode_compare.py, 2026-11-26).
+constexpr double kDecodeHbmAchievable = 0.9;
 
 // fa2's forward for a head dim (any; padded here). Timings: gpu/fa2_fwd.cu's version index and
 // gpu/HISTORY.md.

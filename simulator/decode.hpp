@@ -23,8 +23,8 @@
 
 namespace flashlab::sim {
 
-// flash-decoding's split heuristic: gpu/shapes.hpp's split_kv_heuristic, the one rule the model and
-// flashlab's decode kernel (gpu/decode/) both use.
+// flash-decoding's split heuristic: gpu/shapes.hpp's split_kv_heuristic, flash-attn 2's, whose kernel
+// this model describes (flashlab's decode kernel, gpu/decode/, splits by bandwidth: decode_split_count).
 using gpu::split_kv_heuristic;
 
 struct DecodeEstimate {

@@ -129,3 +129,18 @@ TEST_CASE("shapes: the lookup by name lists a pass's kernels and says why it ref
     CHECK(error.find(r.says) != std::string::npos);
   }
 }
+
+TEST_CASE("decode splits: until the CTAs stream at the HBM's rate, within one wave and the key blocks") {
+  // An H100: 3.35 TB/s peak at 90%, a CTA at 51 GB/s: 60 CTAs keep it busy.
+  const double hbm = 0.9 * 3.352e12, cta = 51e9;
+  CHECK(decode_split_count(8, 132, 512, hbm, cta) == 8);   // batch 1 x 8 kv heads: 64 CTAs
+  CHECK(decode_split_count(16, 132, 512, hbm, cta) == 4);
+  CHECK(decode_split_count(32, 132, 512, hbm, cta) == 2);
+  CHECK(decode_split_count(64, 132, 512, hbm, cta) == 1);  // batch 8: the grid alone is enough
+  CHECK(decode_split_count(512, 132, 512, hbm, cta) == 1);
+  CHECK(decode_split_count(8, 16, 512, hbm, cta) == 2);    // never past one wave of the slots
+  CHECK(decode_split_count(8, 132, 3, hbm, cta) == 3);     // nor past one 128-key block a split
+  CHECK(decode_split_count(1, 1000, 4096, 100 * hbm, cta) == 128);
+  // An H200's 4.8 TB/s takes more: 85 CTAs, 11 splits at batch 1.
+  CHECK(decode_split_count(8, 132, 512, 0.9 * 4.8e12, cta) == 11);
+}

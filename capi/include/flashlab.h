@@ -145,7 +145,7 @@ typedef struct flashlab_decode {
   int64_t max_seqlen_k;         /* the longest cache_seqlens[b] + new_len (host-known: picks the splits) */
   int32_t rotary;               /* 0 none, 1 interleaved (GPT-J), 2 half (GPT-NeoX) */
   int32_t rotary_dim;           /* 0: head_dim */
-  int32_t num_splits;           /* 0: the heuristic (gpu/shapes.hpp split_kv_heuristic) */
+  int32_t num_splits;           /* 0: the heuristic (gpu/shapes.hpp decode_split_count) */
   int32_t dtype;                /* FLASHLAB_FP16 or FLASHLAB_BF16 */
   int32_t causal;
   int32_t pad0;

@@ -49,6 +49,13 @@
 //       0.86-1.00x the best SDPA backend (batch 1 0.92-0.98x: 8k keys 26.8 us, 41% of the copy's
 //       3.04 TB/s; batch 8 0.96-1.00x; batch 64 0.86-0.88x at 1k, 0.99-1.00x from 4k), 0.98-1.38x SDPA
 //       flash; at >= 8k keys 41-89% of the copy rate at batch 1, 83-103% at 8, 101-104% at 64.
+//   v6  the split count by bandwidth, not by waves (gpu/shapes.hpp decode_split_count): splits until the
+//       CTAs stream at the HBM's achievable rate (60 CTAs of 51 GB/s on the H100), so batch 8 runs
+//       unsplit and batch 1 in 8 (2026-11-26, the same H100, bench/results/decode-h100-2026-11-26-v6-
+//       contiguous.csv, -v6-paged256.csv): 0.88-1.12x the best SDPA backend (batch 1 0.93-1.01x, batch 8
+//       0.99-1.12x, batch 64 0.88-0.97x at 1k and 0.98-1.00x from 4k), 0.99-1.38x SDPA flash; at >= 8k
+//       keys 40-93% of the copy's 3.02 TB/s at batch 1, 84-103% at 8, 100-102% at 64. (A first build
+//       asked the memory clock every call, 0.6 ms each: now once a device.)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -74,6 +81,12 @@ constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kRows = 16;       // packed query rows a CTA
 constexpr int kKeys = 32;       // keys a warp's block
 constexpr int kCtaKeys = kWarps * kKeys;
+// K/V stages a warp: two (a block loads while the last one computes) up to d = 128, one at d = 256 (two
+// would take 256 KB of shared memory). One at d = 128 too (68 KB, three CTAs an SM) was tried: no faster at
+// batch 64 x 1k (108 us either way), slower at batch 1 below 16 splits (H100, 2026-11-26,
+// bench/results/decode-splits-h100-2026-11-26-one-stage.csv against -run2.csv).
+template <int D>
+constexpr int split_stages() { return D <= 128 ? 2 : 1; }
 
 // Device-side view of the cache: the row of logical key j of entry b (DecodeProblem::cache_row).
 struct Cache {
@@ -164,7 +177,7 @@ __global__ void append_kernel(const DecodeParams p) {
 // ---- split: one CTA per (16 packed rows, split, kv head, batch)
 template <int D, typename T, bool kSoftcap>
 __global__ void __launch_bounds__(kThreads) split_kernel(const DecodeParams p) {
-  constexpr int kStages = D <= 128 ? 2 : 1;
+  constexpr int kStages = split_stages<D>();
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (16, D)
   T* sKV = sQ + kRows * D;                  // (warps, stages, K and V, 32, D)
@@ -409,11 +422,15 @@ int device_sm_major() {
   return major;
 }
 
-// The split kernel for (D, T, softcap) with its shared memory allowed, and how much it takes.
+// The split kernel for (D, T, softcap) with its shared memory allowed, and how much it takes: Q, and the
+// warps' K and V stages (the merge reuses them).
+template <int D>
+constexpr size_t split_kv_bytes() {
+  return size_t(kWarps) * split_stages<D>() * 2 * kKeys * D * 2;  // bf16 / fp16
+}
 template <int D, typename T>
 constexpr size_t split_smem() {
-  constexpr int kStages = D <= 128 ? 2 : 1;
-  constexpr size_t kv = size_t(kWarps) * kStages * 2 * kKeys * D * sizeof(T);
+  constexpr size_t kv = split_kv_bytes<D>();
   constexpr size_t merge = size_t(kWarps) * kRows * (2 + D) * sizeof(float);
   return size_t(kRows) * D * sizeof(T) + (kv > merge ? kv : merge);
 }
@@ -439,6 +456,23 @@ int split_ctas_per_sm() {
   n = n > 0 ? n : 1;
   if (dev < kDevices) known[dev] = n;
   return n;
+}
+
+// The current device's HBM peak, memory clock x bus width (double data rate), asked of the runtime once a
+// device: the clock's query costs about 0.6 ms (measured: the first v6 build asked it every call, and
+// every decode call took 600-800 us).
+double hbm_peak_bytes_per_s() {
+  constexpr int kDevices = 64;
+  static std::atomic<double> known[kDevices] = {};
+  int dev = 0;
+  FLASHLAB_CUDA(cudaGetDevice(&dev));
+  if (dev < kDevices && known[dev] > 0) return known[dev];
+  int clock_khz = 0, bus_bits = 0;
+  FLASHLAB_CUDA(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, dev));
+  FLASHLAB_CUDA(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev));
+  const double peak = 2.0 * clock_khz * 1e3 * bus_bits / 8;
+  if (dev < kDevices) known[dev] = peak;
+  return peak;
 }
 
 template <int D, typename T>
@@ -505,19 +539,18 @@ int decode_num_splits(const DecodeParams& p, int sms, int max_seqlen_k) {
   const int64_t row_chunks = (int64_t(p.q_len) * (p.heads_q / p.heads_kv) + kRows - 1) / kRows;
   const int64_t ctas = int64_t(p.batch) * p.heads_kv * row_chunks;
   const int64_t blocks = (int64_t(max_seqlen_k) + kCtaKeys - 1) / kCtaKeys;
-  // The slots are the CTAs the GPU holds at once: SMs x the split kernel's occupancy. flash-attn passes
-  // SMs x 2, its kernel's; ours holds one CTA an SM at d = 128, and 2 x SMs slots split batch 1 in 28-32
-  // (224-256 CTAs, two waves where one fits). With the occupancy's slots it splits batch 1 in 14-16:
-  // 0.86 -> 0.98x the best SDPA backend at 8k keys, 0.93 -> 0.96x at 64k (H100, 2026-11-26,
-  // bench/results/decode-splits-h100-2026-11-26.csv, which also shows what the rule leaves: 8 splits
-  // ran 4% faster at 64k, and no split 4-12% faster than its 2 at batch 8 x 1k-8k).
+  // flash-attn's rule (gpu/shapes.hpp split_kv_heuristic: fill the SMs' slots in whole waves) split where
+  // the HBM was already full: batch 8 (64 CTAs) in 2, 4-12% slower than no split at 1k-64k keys, and batch
+  // 1 in 14-16 where 8 ran as fast (H100, 2026-11-26, bench/results/decode-splits-h100-2026-11-26*.csv).
   int per_sm = 1;
+  double in_flight = 1.0;  // a CTA's K and V bytes in flight, over d = 128's
   switch (fa2_padded_head_dim(p.head_dim)) {
-    case 64: per_sm = split_ctas_per_sm<64>(); break;
+    case 64: per_sm = split_ctas_per_sm<64>(), in_flight = double(split_kv_bytes<64>()) / split_kv_bytes<128>(); break;
     case 128: per_sm = split_ctas_per_sm<128>(); break;
-    case 256: per_sm = split_ctas_per_sm<256>(); break;
+    case 256: per_sm = split_ctas_per_sm<256>(), in_flight = double(split_kv_bytes<256>()) / split_kv_bytes<128>(); break;
   }
-  return int(split_kv_heuristic(ctas, int64_t(sms) * per_sm, blocks));
+  return decode_split_count(ctas, int64_t(sms) * per_sm, blocks, kDecodeHbmAchievable * hbm_peak_bytes_per_s(),
+                            kDecodeCtaBytesPerS * in_flight);
 }
 
 void decode_forward(const DecodeParams& p, cudaStream_t stream) {

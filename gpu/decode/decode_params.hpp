@@ -51,9 +51,9 @@ struct DecodeParams {
 size_t decode_scratch_bytes(const DecodeParams& p);
 // "" when the kernels take p, else why not.
 const char* decode_unsupported(const DecodeParams& p);
-// flash-decoding's split count for p on a device with `sms` SMs whose longest entry has max_seqlen_k
-// keys (gpu/shapes.hpp's split_kv_heuristic over this kernel's CTAs, the CTAs the GPU holds at once
-// (SMs x the kernel's occupancy) and 128-key blocks): 1 when the grid without splits already fills the GPU.
+// flash-decoding's split count for p on the current device (`sms` SMs) whose longest entry has
+// max_seqlen_k keys: gpu/shapes.hpp's decode_split_count with the device's HBM peak and this kernel's
+// occupancy and bytes in flight; 1 when the grid without splits already streams at the HBM's rate.
 int decode_num_splits(const DecodeParams& p, int sms, int max_seqlen_k);
 // Rotary and append, the split kernel, and (num_splits > 1) the combine, on `stream`.
 void decode_forward(const DecodeParams& p, cudaStream_t stream);

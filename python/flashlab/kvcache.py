@@ -11,7 +11,7 @@ flash-attn's names and conventions. Inference only (no autograd): the caches are
   rotary_cos/sin    (rows, rotary_dim / 2): rotary on q and k at their positions (interleaved or half)
   cache_seqlens     (batch,) int32 tensor, or an int for every entry; with the new rows they must fit the
                     cache (not checked on the device, as in flash-attn)
-  num_splits        0: the split heuristic (gpu/shapes.hpp split_kv_heuristic); n: n splits
+  num_splits        0: the split heuristic (gpu/shapes.hpp decode_split_count); n: n splits
 """
 import ctypes
 
