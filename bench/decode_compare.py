@@ -12,7 +12,9 @@ triton.testing.do_bench medians (warm-up 25, 100 repetitions). SDPA gets the sam
 (batch, heads_kv, cache_len, dim) views with enable_gqa, and each backend is tried alone; one that refuses
 the shape is recorded as empty. The achieved rate is the cache bytes (K and V) over the time; the roofline
 is a device-to-device copy's bandwidth ((bytes read + written) / time) measured here. The error is
-against SDPA in fp64 on the first two batch entries.
+against SDPA in fp64 on the first two batch entries. `one_launch_s`, the same timing of one kernel that
+adds 1 to one element, is the floor any call measured this way pays (launch, the events, the empty
+pipeline), beside which small caches are read.
 """
 import argparse
 import csv
@@ -58,7 +60,10 @@ def main():
     args = ap.parse_args()
     dev = torch.cuda.get_device_name()
     roof = copy_rate()
-    print(f"{dev}: a copy moves {roof / 1e12:.2f} TB/s", flush=True)
+    one = torch.zeros(1, device="cuda")
+    floor = median_s(lambda: one.add_(1))
+    print(f"{dev}: a copy moves {roof / 1e12:.2f} TB/s; one kernel's launch, timed alike, {floor * 1e6:.1f} us",
+          flush=True)
     rows = []
     for batch in map(int, args.batches.split(",")):
         for cache_len in map(int, args.cache_lens.split(",")):
@@ -85,7 +90,7 @@ def main():
             row = {"device": dev, "date": datetime.date.today().isoformat(), "torch": torch.__version__,
                    "batch": batch, "cache_len": cache_len, "page_size": args.paged, "heads_q": hq, "heads_kv": hk, "hdim": d,
                    "num_splits": splits, "cache_bytes": 2 * kc.numel() * kc.element_size(),
-                   "copy_bytes_per_s": roof}
+                   "copy_bytes_per_s": roof, "one_launch_s": floor}
             row["flashlab_s"] = median_s(lambda: flashlab.flash_attn_with_kvcache(q, kf, vf, cache_seqlens=lens, **kw))
             qt, kt, vt = q.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
             n = min(batch, 2)
