@@ -39,6 +39,13 @@ def median_s(fn):
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e-3
 
 
+def write_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+
+
 def copy_rate():
     """A 2 GiB device-to-device copy's bandwidth: (bytes read + bytes written) per second."""
     src = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
@@ -116,10 +123,7 @@ def main():
                   + f", err {row['max_abs_err']:.1e}", flush=True)
             del q, kc, vc, kf, vf
             torch.cuda.empty_cache()
-    with open(args.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(args.out, rows)
     return 0
 
 

@@ -8,28 +8,23 @@ contiguous cache); times are triton.testing.do_bench medians (warm-up 25, 100 re
 (batch, cache_len, num_splits); `heuristic` marks the count the heuristic picks (num_splits=0).
 """
 import argparse
-import csv
 import datetime
+import os
 import sys
-import warnings
 
 import torch
 import torch.nn.functional as F
-import triton.testing
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import sdpa_kernel
 
 import flashlab
 
-warnings.filterwarnings("ignore", category=UserWarning)
-
-
-def median_s(fn):
-    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e-3
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from decode_compare import BACKENDS, median_s, write_csv  # noqa: E402
 
 
 def best_sdpa_s(q, k, v):
     best = None
-    for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
+    for backend in BACKENDS.values():
         try:
             with sdpa_kernel(backend):
                 F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
@@ -69,10 +64,7 @@ def main():
                   f"{t * 1e6:8.1f} us, best SDPA {sdpa * 1e6:8.1f} us ({sdpa / t:.2f}x)", flush=True)
         del q, kc, vc
         torch.cuda.empty_cache()
-    with open(args.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(args.out, rows)
     return 0
 
 

@@ -441,38 +441,39 @@ auto split_kernel_for(bool softcap) {
   return kernel;
 }
 
-// How many split CTAs one SM holds at once (its shared memory binds: 132 KB a CTA at d = 128, one an SM),
-// asked of the runtime once a device.
-template <int D>
-int split_ctas_per_sm() {
-  constexpr int kDevices = 64;
-  static std::atomic<int> known[kDevices] = {};
+// ask() for the current device, asked once a device (the runtime's answers about a device do not change;
+// some queries are slow: the memory clock's took about 0.6 ms, and a first v6 build asking it every call
+// made every decode call 600-800 us).
+template <typename V, typename Ask>
+V once_a_device(std::atomic<V> (&known)[64], Ask ask) {
   int dev = 0;
   FLASHLAB_CUDA(cudaGetDevice(&dev));
-  if (dev < kDevices && known[dev] > 0) return known[dev];
-  int n = 0;
-  FLASHLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, split_kernel_for<D, __nv_bfloat16>(false), kThreads,
-                                                              split_smem<D, __nv_bfloat16>()));
-  n = n > 0 ? n : 1;
-  if (dev < kDevices) known[dev] = n;
-  return n;
+  if (dev >= 64) return ask(dev);
+  if (known[dev] <= 0) known[dev] = ask(dev);
+  return known[dev];
 }
 
-// The current device's HBM peak, memory clock x bus width (double data rate), asked of the runtime once a
-// device: the clock's query costs about 0.6 ms (measured: the first v6 build asked it every call, and
-// every decode call took 600-800 us).
+// How many split CTAs one SM holds at once (its shared memory binds: 132 KB a CTA at d = 128, one an SM).
+template <int D>
+int split_ctas_per_sm() {
+  static std::atomic<int> known[64] = {};
+  return once_a_device(known, [](int) {
+    int n = 0;
+    FLASHLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, split_kernel_for<D, __nv_bfloat16>(false),
+                                                                kThreads, split_smem<D, __nv_bfloat16>()));
+    return n > 0 ? n : 1;
+  });
+}
+
+// The current device's HBM peak: memory clock x bus width, double data rate.
 double hbm_peak_bytes_per_s() {
-  constexpr int kDevices = 64;
-  static std::atomic<double> known[kDevices] = {};
-  int dev = 0;
-  FLASHLAB_CUDA(cudaGetDevice(&dev));
-  if (dev < kDevices && known[dev] > 0) return known[dev];
-  int clock_khz = 0, bus_bits = 0;
-  FLASHLAB_CUDA(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, dev));
-  FLASHLAB_CUDA(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev));
-  const double peak = 2.0 * clock_khz * 1e3 * bus_bits / 8;
-  if (dev < kDevices) known[dev] = peak;
-  return peak;
+  static std::atomic<double> known[64] = {};
+  return once_a_device(known, [](int dev) {
+    int clock_khz = 0, bus_bits = 0;
+    FLASHLAB_CUDA(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, dev));
+    FLASHLAB_CUDA(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev));
+    return 2.0 * clock_khz * 1e3 * bus_bits / 8;
+  });
 }
 
 template <int D, typename T>
