@@ -100,6 +100,16 @@ DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(st
       words[rows_ + size_t(b * problem.seqlen_q + i)] = int32_t(problem.col_end(b, i));
     }
 
+  // fa3's forward hands its tiles out longest walk first (scheduler.cuh): the order, at its tiles.
+  const int d = fa2_padded_head_dim(int(problem.head_dim));
+  const TileShape fa3 = fa3_forward_shape(d);
+  if (d != 0 && fa3.supported()) {
+    const std::vector<int32_t> order = tiled::longest_first(problem, tiled::Tiling{fa3.block_m, fa3.block_n});
+    fa3_order_at_ = words.size();
+    fa3_order_len_ = order.size();
+    words.insert(words.end(), order.begin(), order.end());
+  }
+
   dense_ = !problem.interval_mask();
   if (dense_) {
     // The bits, row by row in 32-key words; a dimension the mask does not have gets stride 0.
@@ -119,11 +129,10 @@ DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(st
             if (m.at(b, h, i, j)) at[j / 32] = int32_t(uint32_t(at[j / 32]) | (1u << (j % 32)));
 
     // The lists at each fa2 kernel's tiles and at fa3's forward, as their launches will pick them (shapes.hpp).
-    const int d = fa2_padded_head_dim(int(problem.head_dim));
     if (d == 0) throw Error("fa2 takes head dims up to 256: no block lists for head_dim " + std::to_string(problem.head_dim));
     const int variants = m.varies_by_batch() ? int(problem.batch) : 1;
     const TileShape fwd = fa2_forward_shape(d), kv = fa2_backward_shape(d, int(max_smem_per_block())),
-                    dq = fa2_backward_dq_shape(d), fa3 = fa3_forward_shape(d);
+                    dq = fa2_backward_dq_shape(d);
     append_lists(problem, fwd.block_m, fwd.block_n, true, variants, forward_, words);
     append_lists(problem, kv.block_m, kv.block_n, false, variants, dkdv_, words);
     append_lists(problem, dq.block_m, dq.block_n, true, variants, dq_, words);
@@ -141,6 +150,8 @@ void DeviceMask::set(AttentionParams& p) const {
   const int32_t* base = static_cast<const int32_t*>(ptr_);
   p.mask_lo = base;
   p.mask_hi = base + rows_;
+  p.fa3_m_order = fa3_order_len_ ? base + fa3_order_at_ : nullptr;
+  p.fa3_m_order_len = int(fa3_order_len_);
   if (!dense_) return;
   p.bits = bits_;
   p.bits.words = reinterpret_cast<const uint32_t*>(base + bits_at_);

@@ -38,6 +38,7 @@ class DeviceSlopes {
 //   dense        the bits (DenseBits) and, for each fa2 kernel and fa3's forward, FlexAttention's compressed
 //                block mask at that kernel's tiles (BlockLists, from tiled_cpu's BlockMask, the one every
 //                consumer uses)
+//   every kind   also fa3's Q blocks in the order its scheduler hands them out (tiled::longest_first)
 class DeviceMask {
  public:
   DeviceMask(const Problem& problem, cudaStream_t stream);
@@ -59,6 +60,7 @@ class DeviceMask {
   size_t bits_at_ = 0;
   DenseBits bits_;
   Lists forward_, dkdv_, dq_, fa3_;
+  size_t fa3_order_at_ = 0, fa3_order_len_ = 0;  // fa3's Q blocks, longest walk first (every kind)
   cudaStream_t stream_ = nullptr;
 };
 

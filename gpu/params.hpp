@@ -95,6 +95,10 @@ struct AttentionParams {
   BlockLists dkdv_blocks;     // fa2 backward dK / dV: lines are its K/V blocks
   BlockLists dq_blocks;       // fa2 backward deterministic dQ: lines are its Q blocks
   BlockLists fa3_blocks;      // fa3 forward: lines are its Q blocks
+  // fa3 forward under a mask function: its Q blocks (fa3_m_order_len of them, at its tiles) in the order
+  // its scheduler hands them out, the longest walk first (tiled::longest_first); null: the causal order.
+  const int* fa3_m_order = nullptr;
+  int fa3_m_order_len = 0;
 };
 
 // The backward adds the output gradient, the input gradients and fp32 scratch.

@@ -364,3 +364,22 @@ TEST_CASE("GPU implementations take or refuse a mask function by name, with or w
       CHECK(why.empty());
   }
 }
+
+TEST_CASE("longest_first: the Q blocks by their walk's length, longest first, ties in the causal order") {
+  // Documents of 128, 640 and 256 rows at 128 x 128 tiles: Q block 0 walks 1 block, blocks 1-5 walk the
+  // middle document's 5, blocks 6-7 the last one's 2. The causal order (7, 6, ... 0) would hand the last
+  // document's short tiles out first and leave the long ones for the end.
+  const Problem docs = packed(1024, {128, 640, 256}, false);
+  CHECK(longest_first(docs, Tiling{128, 128}) == std::vector<int32_t>{5, 4, 3, 2, 1, 7, 6, 0});
+  // Causal and prefix-LM walks grow with the Q block: the order is the causal one.
+  Problem prefix = docs;
+  prefix.mask.kind = MaskKind::prefix_lm;
+  prefix.mask.doc_lengths.clear();
+  prefix.mask.prefix = {300};
+  CHECK(longest_first(prefix, Tiling{128, 128}) == std::vector<int32_t>{7, 6, 5, 4, 3, 2, 1, 0});
+  // Per-entry prefixes: the walks are summed over the entries (entry 1's long prefix makes every block
+  // as long, so entry 0's causal part decides).
+  prefix.batch = 2;
+  prefix.mask.prefix = {0, 1024};
+  CHECK(longest_first(prefix, Tiling{128, 128}) == std::vector<int32_t>{7, 6, 5, 4, 3, 2, 1, 0});
+}

@@ -128,4 +128,19 @@ CompressedBlockMask compress(const BlockMask& m) {
   return c;
 }
 
+std::vector<int32_t> longest_first(const Problem& problem, Tiling tiling) {
+  const int64_t variants = problem.mask_varies_by_batch() ? problem.batch : 1;
+  std::vector<int64_t> walk;
+  for (int64_t b = 0; b < variants; ++b) {
+    const BlockMask mask(problem, b, tiling);
+    walk.resize(size_t(mask.Tr()), 0);
+    for (int64_t i = 0; i < mask.Tr(); ++i)
+      for (int64_t j = mask.kv_begin(i); j < mask.kv_end(i); ++j) walk[size_t(i)] += mask.kind(i, j) != TileKind::skipped;
+  }
+  std::vector<int32_t> order(walk.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(order.size() - 1 - i);  // the causal order
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return walk[size_t(a)] > walk[size_t(b)]; });
+  return order;
+}
+
 }  // namespace flashlab::tiled

@@ -74,4 +74,12 @@ struct CompressedBlockMask {
 };
 CompressedBlockMask compress(const BlockMask& mask);
 
+// The Q blocks in the order a persistent kernel hands them out under a mask: the longest walk first (its
+// computed tiles, summed over the batch entries whose masks differ), ties by the later block first (the
+// causal order, which is longest first for causal and prefix-LM masks but not for documents, whose walks
+// follow their documents' lengths). Handing the long tiles out first lets the short ones fill the end, so
+// the CTAs finish together (longest processing time first). fa3's tile scheduler walks this order under a
+// mask function (gpu/fa3/scheduler.cuh).
+std::vector<int32_t> longest_first(const Problem& problem, Tiling tiling);
+
 }  // namespace flashlab::tiled

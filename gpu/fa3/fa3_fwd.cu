@@ -82,6 +82,12 @@
 //       1.00-1.14x (128 tiles were one wave already; a tile's time is its walk over the keys). Packed and
 //       unpacked outputs agree bit for bit on every row of the bench. The unpacked kernels as v10: A/B
 //       both orders in one process 0.985-1.039x (bench/results/ab-h100-2026-11-24-fa3-packgqa-*.csv).
+//   v12 under a mask function the Q blocks go longest walk first (tiled::longest_first, made once with the
+//       mask; scheduler.cuh m_order) where the causal order had documents' short tiles first. H100,
+//       2026-11-26, bench/mask_compare.py --kernel fa3, old and new builds alternating on one machine
+//       (bench/results/masks-h100-2026-11-26-fa3-ab-*.csv): documents at d = 64, 8k and 16k, 5% faster in
+//       both pairs; the other cells within the runs' spread (d = 128 x 16k documents 0.72-0.81 ms either
+//       way); mask_vs_density within 1.2 on 11 and 12 of 12 cells (the old build 10 and 9).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -232,12 +238,17 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   const bool causal = p.window_right == 0 && p.window_left < 0, mask = p.mask_lo != nullptr;
   check_block_lists(p.fa3_blocks, S::kBr, S::kBc, "fa3 forward");
   // Under a mask function the Q blocks' walks differ in length too, so they take the causal path: the
-  // atomic counter, which balances whatever the lengths (a CTA that drew short tiles takes more), in the
-  // causal order, last Q block first within L2-sized sections. That order is longest first for prefix-LM
-  // and for causal documents and chunks nearly so (a Q block sees at most the keys up to its own rows);
-  // for a non-causal document mask or a dense one no fixed order is, and sorting tiles by their walk's
-  // length would cost a pass over the lists a launch; the sections keep each round's K/V in L2 either way.
-  const TileScheduler sched = scheduler_of(p, S::kBr, D, 2, causal || mask, pack, stream);
+  // atomic counter, which balances whatever the lengths (a CTA that drew short tiles takes more), within
+  // L2-sized sections, in the mask's longest-walk-first order (DeviceMask made it once, with the mask:
+  // tiled::longest_first). The causal order, last Q block first, was that for prefix-LM but not for
+  // documents (fa3's document rows missed 1.2x their density's time: bench/README.md).
+  TileScheduler sched = scheduler_of(p, S::kBr, D, 2, causal || mask, pack, stream);
+  if (mask && p.fa3_m_order) {
+    if (p.fa3_m_order_len != sched.num_m)
+      throw Error("fa3 forward: the mask's Q block order has " + std::to_string(p.fa3_m_order_len) +
+                  " blocks, the launch " + std::to_string(sched.num_m) + " (made for other tiles)");
+    sched.m_order = p.fa3_m_order;
+  }
   // kMask for every level above none (fa3_forward_unsupported refuses the extras, ALiBi and dropout);
   // kPack where the launch packs (never under a mask function: packable).
   const auto kernel = pick_instantiation(p, [pack](auto cap, auto f) {

@@ -13,7 +13,9 @@
 // the L2 (FA3's scheduler does the same): inside a section Q block by Q block from the last, every pair
 // of the section inside, so that a round of gridDim.x tiles is of nearly one length and the section's
 // K/V, read again by every round, stays in L2. (Longest first over all heads at once measured 0.78-0.94x
-// at s = 1k-4k: every CTA of a round then reads another head's K/V from DRAM.)
+// at s = 1k-4k: every CTA of a round then reads another head's K/V from DRAM.) Under a mask function
+// "from the last" is longest first for prefix-LM but not for documents, whose walks follow their
+// documents' lengths: there the Q blocks go in m_order, the mask's own longest-first order.
 //
 // PackGQA (params.hpp PackGqa; FA3's pack_gqa): with pack = the group size, a tile is every query head of
 // one kv head at kBr / pack positions, head-major (the Q box lands heads outermost: packed row r is query
@@ -34,6 +36,8 @@ struct TileScheduler {
   int section;              // (batch, head) pairs a section (longest_first only)
   int* counter;             // device: [0] tiles handed out after the first gridDim.x, [1] CTAs finished;
                             // both zero at launch, and the last CTA to finish sets them back to zero
+  const int* m_order = nullptr;  // longest_first under a mask function: the Q blocks, longest walk first
+                                 // (tiled::longest_first); null: from the last (causal)
 
   // The tile after this CTA's current tile t (count() or more: none left).
   __device__ int next(int t) const { return longest_first ? gridDim.x + atomicAdd(counter, 1) : t + gridDim.x; }
@@ -54,7 +58,7 @@ struct TileScheduler {
       const int pairs = heads * batch, first = t / (section * num_m) * section;
       const int n = min(section, pairs - first), r = t - first * num_m;  // n pairs in this section
       const int bh = first + r % n;
-      return {num_m - 1 - r / n, bh % heads * pack, bh / heads};
+      return {m_order ? m_order[r / n] : num_m - 1 - r / n, bh % heads * pack, bh / heads};
     }
     const int mi = t % num_m, bh = t / num_m;
     return {mi, bh % heads * pack, bh / heads};
