@@ -113,12 +113,11 @@ bool is_device_kernel(const std::string& impl) {
   return false;
 }
 
-// fa3's options in flashlab_tensors (ABI 3): PackGQA asked for or refused, and the FP8 forward's descales.
-void set_fa3_options(gpu::AttentionParams& a, const std::string& kernel, const flashlab_tensors& t) {
+// fa3's options in flashlab_tensors (ABI 3), judged before anything else so that a misplaced one is told
+// before the device is asked: pack_gqa for fa3's forward, the descales for fa3-fp8's.
+void check_fa3_options(const std::string& kernel, const flashlab_tensors& t) {
   if (t.pack_gqa != 0 && kernel != "fa3")
     throw Error(kernel + ": tensors->pack_gqa applies to fa3's forward (leave it 0 for " + kernel + ")");
-  a.pack_gqa = t.pack_gqa > 0 ? gpu::PackGqa::on : t.pack_gqa < 0 ? gpu::PackGqa::off : gpu::PackGqa::automatic;
-  if (const auto [base, pack] = gpu::forward_kernel(kernel); base == "fa3" && kernel != "fa3") a.pack_gqa = pack;
   const float descales[] = {t.descale_q, t.descale_k, t.descale_v};
   const char* const names[] = {"descale_q", "descale_k", "descale_v"};
   for (int i = 0; i < 3; ++i) {
@@ -129,7 +128,11 @@ void set_fa3_options(gpu::AttentionParams& a, const std::string& kernel, const f
       throw Error(std::string("fa3-fp8: tensors->") + names[i] + " must be a positive finite scale (x = e4m3 x " +
                   "descale), got " + std::to_string(descales[i]));
   }
-  if (kernel != "fa3-fp8") return;
+}
+
+// The checked options into the launch's params (the PackGQA kernel names set theirs in launch_forward).
+void apply_fa3_options(gpu::AttentionParams& a, const flashlab_tensors& t) {
+  a.pack_gqa = t.pack_gqa > 0 ? gpu::PackGqa::on : t.pack_gqa < 0 ? gpu::PackGqa::off : gpu::PackGqa::automatic;
   a.descale_q = t.descale_q > 0.f ? t.descale_q : 1.f;
   a.descale_k = t.descale_k > 0.f ? t.descale_k : 1.f;
   a.descale_v = t.descale_v > 0.f ? t.descale_v : 1.f;
@@ -139,14 +142,10 @@ void device_forward(const std::string& kernel, const Problem& p, const flashlab_
   if (kernel == "fa3-fp8" && p.dtype != DType::bf16)
     throw Error("fa3-fp8: q, k and v hold float8 e4m3 and o is bf16: set the problem's dtype to bf16 (got " +
                 std::string(to_string(p.dtype)) + ")");
-  gpu::AttentionParams options;
-  set_fa3_options(options, kernel, t);  // judged first: a misplaced option is told before the device is asked
+  check_fa3_options(kernel, t);
   gpu::AttentionParams a;
   fill(a, kernel, p, t);
-  a.pack_gqa = options.pack_gqa;
-  a.descale_q = options.descale_q;
-  a.descale_k = options.descale_k;
-  a.descale_v = options.descale_v;
+  apply_fa3_options(a, t);
   if (kernel == "fa3-fp8") {
     gpu::fa3_fp8_forward(a, static_cast<cudaStream_t>(t.stream));
     return;

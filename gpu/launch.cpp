@@ -100,16 +100,8 @@ DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(st
       words[rows_ + size_t(b * problem.seqlen_q + i)] = int32_t(problem.col_end(b, i));
     }
 
-  // fa3's forward hands its tiles out longest walk first (scheduler.cuh): the order, at its tiles.
   const int d = fa2_padded_head_dim(int(problem.head_dim));
   const TileShape fa3 = fa3_forward_shape(d);
-  if (d != 0 && fa3.supported()) {
-    const std::vector<int32_t> order = tiled::longest_first(problem, tiled::Tiling{fa3.block_m, fa3.block_n});
-    fa3_order_at_ = words.size();
-    fa3_order_len_ = order.size();
-    words.insert(words.end(), order.begin(), order.end());
-  }
-
   dense_ = !problem.interval_mask();
   if (dense_) {
     // The bits, row by row in 32-key words; a dimension the mask does not have gets stride 0.
@@ -138,6 +130,29 @@ DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(st
     append_lists(problem, dq.block_m, dq.block_n, true, variants, dq_, words);
     if (fa3.block_m == fwd.block_m && fa3.block_n == fwd.block_n) fa3_ = forward_;  // the same tiles, the same lists
     else append_lists(problem, fa3.block_m, fa3.block_n, true, variants, fa3_, words);
+  }
+
+  // fa3's forward hands its tiles out longest walk first (scheduler.cuh): the order, at its tiles. A dense
+  // mask's walks are its fa3 lists' counts (partial + full, summed over the variants), read back rather
+  // than classifying every bit a second time; an interval mask's come from its rows' edges.
+  if (d != 0 && fa3.supported()) {
+    std::vector<int32_t> order;
+    if (dense_) {
+      const int lines = fa3_.lists.lines, variants = fa3_.lists.by_batch ? int(problem.batch) : 1;
+      std::vector<int64_t> walk(size_t(lines), 0);
+      const int32_t* counts = words.data() + fa3_.counts_at;  // (variants, lines, partial and full)
+      for (int v = 0; v < variants; ++v)
+        for (int i = 0; i < lines; ++i) {
+          const int32_t* line = counts + (v * lines + i) * 2;
+          walk[size_t(i)] += line[0] + line[1];
+        }
+      order = tiled::longest_first(walk);
+    } else {
+      order = tiled::longest_first(problem, tiled::Tiling{fa3.block_m, fa3.block_n});
+    }
+    fa3_order_at_ = words.size();
+    fa3_order_len_ = order.size();
+    words.insert(words.end(), order.begin(), order.end());
   }
 
   FLASHLAB_CUDA(cudaMallocAsync(&ptr_, words.size() * 4, stream));

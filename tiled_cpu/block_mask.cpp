@@ -135,11 +135,17 @@ std::vector<int32_t> longest_first(const Problem& problem, Tiling tiling) {
     const BlockMask mask(problem, b, tiling);
     walk.resize(size_t(mask.Tr()), 0);
     for (int64_t i = 0; i < mask.Tr(); ++i)
-      for (int64_t j = mask.kv_begin(i); j < mask.kv_end(i); ++j) walk[size_t(i)] += mask.kind(i, j) != TileKind::skipped;
+      for (int64_t j = mask.kv_begin(i); j < mask.kv_end(i); ++j)
+        walk[size_t(i)] += mask.kind(i, j) != TileKind::skipped;
   }
+  return longest_first(walk);
+}
+
+std::vector<int32_t> longest_first(const std::vector<int64_t>& walk) {
   std::vector<int32_t> order(walk.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(order.size() - 1 - i);  // the causal order
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return walk[size_t(a)] > walk[size_t(b)]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return walk[size_t(a)] > walk[size_t(b)]; });
   return order;
 }
 

@@ -81,5 +81,7 @@ CompressedBlockMask compress(const BlockMask& mask);
 // the CTAs finish together (longest processing time first). fa3's tile scheduler walks this order under a
 // mask function (gpu/fa3/scheduler.cuh).
 std::vector<int32_t> longest_first(const Problem& problem, Tiling tiling);
+// The same order from each Q block's walk (computed tiles), where a caller has counted them already.
+std::vector<int32_t> longest_first(const std::vector<int64_t>& walk);
 
 }  // namespace flashlab::tiled

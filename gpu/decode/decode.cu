@@ -64,6 +64,7 @@
 #include <cstdint>
 
 #include <string>
+#include <type_traits>
 
 #include "cuda_check.hpp"
 #include "decode_params.hpp"
@@ -415,11 +416,25 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const DecodePa
   }
 }
 
-int device_sm_major() {
-  int dev = 0, major = 0;
+// ask() for the current device, asked once a device (the runtime's answers about a device do not change;
+// some queries are slow: the memory clock's took about 0.6 ms, and a first v6 build asking it every call
+// made every decode call 600-800 us).
+template <typename V, typename Ask>
+V once_a_device(std::atomic<V> (&known)[64], Ask ask) {
+  int dev = 0;
   FLASHLAB_CUDA(cudaGetDevice(&dev));
-  FLASHLAB_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  return major;
+  if (dev >= 64) return ask(dev);
+  if (known[dev] <= 0) known[dev] = ask(dev);
+  return known[dev];
+}
+
+int device_sm_major() {
+  static std::atomic<int> known[64] = {};
+  return once_a_device(known, [](int dev) {
+    int major = 0;
+    FLASHLAB_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    return major;
+  });
 }
 
 // The split kernel for (D, T, softcap) with its shared memory allowed, and how much it takes: Q, and the
@@ -439,18 +454,6 @@ auto split_kernel_for(bool softcap) {
   auto kernel = softcap ? split_kernel<D, T, true> : split_kernel<D, T, false>;
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(split_smem<D, T>())));
   return kernel;
-}
-
-// ask() for the current device, asked once a device (the runtime's answers about a device do not change;
-// some queries are slow: the memory clock's took about 0.6 ms, and a first v6 build asking it every call
-// made every decode call 600-800 us).
-template <typename V, typename Ask>
-V once_a_device(std::atomic<V> (&known)[64], Ask ask) {
-  int dev = 0;
-  FLASHLAB_CUDA(cudaGetDevice(&dev));
-  if (dev >= 64) return ask(dev);
-  if (known[dev] <= 0) known[dev] = ask(dev);
-  return known[dev];
 }
 
 // How many split CTAs one SM holds at once (its shared memory binds: 132 KB a CTA at d = 128, one an SM).
@@ -545,10 +548,15 @@ int decode_num_splits(const DecodeParams& p, int sms, int max_seqlen_k) {
   // 1 in 14-16 where 8 ran as fast (H100, 2026-11-26, bench/results/decode-splits-h100-2026-11-26*.csv).
   int per_sm = 1;
   double in_flight = 1.0;  // a CTA's K and V bytes in flight, over d = 128's
+  auto of_kernel = [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    per_sm = split_ctas_per_sm<D>();
+    in_flight = double(split_kv_bytes<D>()) / double(split_kv_bytes<128>());
+  };
   switch (fa2_padded_head_dim(p.head_dim)) {
-    case 64: per_sm = split_ctas_per_sm<64>(), in_flight = double(split_kv_bytes<64>()) / split_kv_bytes<128>(); break;
-    case 128: per_sm = split_ctas_per_sm<128>(); break;
-    case 256: per_sm = split_ctas_per_sm<256>(), in_flight = double(split_kv_bytes<256>()) / split_kv_bytes<128>(); break;
+    case 64: of_kernel(std::integral_constant<int, 64>{}); break;
+    case 128: of_kernel(std::integral_constant<int, 128>{}); break;
+    case 256: of_kernel(std::integral_constant<int, 256>{}); break;
   }
   return decode_split_count(ctas, int64_t(sms) * per_sm, blocks, kDecodeHbmAchievable * hbm_peak_bytes_per_s(),
                             kDecodeCtaBytesPerS * in_flight);
