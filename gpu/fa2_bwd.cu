@@ -46,6 +46,10 @@
 //   v6  Br = 128 at d = 64; 16-byte dQ reductions; dQ scratch zeroed by preprocess: H100 0.85-0.95x.
 //   v7  fewer instructions a step (edge masks by two compares, counters for the steps, scale out of dS,
 //       predicated reductions), Ldsm immediate offsets: H100 0.90-1.00x; deterministic 0.80-0.92x.
+//   v8  under a mask function dK/dV's K/V blocks dealt longest walk first (the Q blocks that see them),
+//       in L2 sections of (batch, kv head) pairs (tile_order.hpp), with the forward's v9: forward +
+//       backward mask_ms / (density x nomask_ms) 0.97-1.30 (grid order 1.09-1.39, the same H100,
+//       2026-11-26), within 1.2 on 11 and 10 of 12 cells in two runs (grid order 6). No new spills.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -61,6 +65,7 @@
 #include "prob_grad.cuh"
 #include "sequence.cuh"
 #include "shapes.hpp"
+#include "tile_order.hpp"
 
 namespace flashlab::gpu {
 namespace {
@@ -208,7 +213,18 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
   extern __shared__ __align__(128) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<KVSmem<D, kBcKV, kBr, T>*>(smem_raw);
 
-  const int j = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+  // The tile: the grid's (K/V block, kv head, entry), or under a mask function (no ALiBi or dropout) the
+  // longest-first deal of tile_order.hpp, blockIdx.x its index (launch_dkdv says why).
+  int j = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+  if constexpr (kF == Features::mask) {
+    if (p.fa2_dkdv_deal.lines) {
+      const AttentionParams::Deal& deal = p.fa2_dkdv_deal;
+      const DealtTile t = longest_first_tile(int(blockIdx.x), deal.len, p.heads_kv * p.batch, deal.sections, deal.lines);
+      j = t.line;
+      g = t.pair % p.heads_kv;
+      b = t.pair / p.heads_kv;
+    }
+  }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tc = (lane % 4) * 2;
   const int wr = warp % kKG, wc = warp / kKG;  // S^T, dK, dV: key group, query / head_dim part
   const Sequence s = sequence_of(p, b);
@@ -584,7 +600,18 @@ void launch_dkdv(const BackwardParams& p, cudaStream_t stream) {
   });
   check_block_lists(p.dkdv_blocks, kBr, kBc, "fa2 backward (dK, dV)");
   allow_smem(kernel, smem);
-  kernel<<<dim3((p.seqlen_k + kBc - 1) / kBc, p.heads_kv, p.batch), kThreadsKV, smem, stream>>>(p);
+  // Under a mask function the K/V blocks' walks differ (documents follow their lengths): the tiles go
+  // longest walk first in L2-sized sections of (batch, kv head) pairs (tile_order.hpp, the order DeviceMask
+  // made; a section sized by the Q, dO and fp32 dQ rows its CTAs stream), one grid dimension of all of them.
+  const int num_n = (p.seqlen_k + kBc - 1) / kBc;
+  dim3 grid(num_n, p.heads_kv, p.batch);
+  if (p.fa2_dkdv_deal.lines && p.features() == Features::mask) {
+    if (p.fa2_dkdv_deal.len != num_n)
+      throw Error("fa2 backward: the mask's K/V block order has " + std::to_string(p.fa2_dkdv_deal.len) +
+                  " blocks, the launch " + std::to_string(num_n) + " (made for other tiles)");
+    grid = dim3(unsigned(num_n * p.heads_kv * p.batch));
+  }
+  kernel<<<grid, kThreadsKV, smem, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
 }
 
@@ -699,6 +726,13 @@ size_t max_smem_per_block() {
   FLASHLAB_CUDA(cudaGetDevice(&dev));
   FLASHLAB_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   return size_t(bytes);
+}
+
+double l2_cache_bytes() {
+  int dev = 0, bytes = 0;
+  FLASHLAB_CUDA(cudaGetDevice(&dev));
+  FLASHLAB_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, dev));
+  return double(bytes);
 }
 
 size_t fa2_backward_scratch_bytes(const BackwardParams& p) {

@@ -47,6 +47,13 @@
 //       d = 256's shared-memory epilogue: H100 0.97-1.12x.
 //   v8  d = 256 moves to fa2_fwd_pairs.cu; K/V blocks of 128 keys at d = 64; the shared softmax steps in
 //       softmax.cuh, key_blocks in sequence.cuh: H100 1.00-1.09x, every cell of the sweep at 1.0x or more.
+//   v9  under a mask function the tiles dealt longest walk first, in L2 sections of (batch, head) pairs
+//       sized by the longest walk and evened out (tile_order.hpp; the grid's order left the longest
+//       document's tiles for the last wave): mask_ms / (density x nomask_ms) 1.00-1.23 (was 1.10-1.33 in
+//       the grid's order on the same H100, 2026-11-26), within 1.2 on 11 and 10 of 12 cells in two runs
+//       (grid order 6; bench/results/masks-h100-2026-11-26-fa2-*.csv); other instantiations unchanged. ptxas:
+//       the mask kernels spill 84 B at d = 64 and 68 B at d = 128 (12 and 16 before: the tile's head,
+//       entry and Q block are registers now, not blockIdx).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -61,6 +68,7 @@
 #include "sequence.cuh"
 #include "shapes.hpp"
 #include "softmax.cuh"
+#include "tile_order.hpp"
 
 namespace flashlab::gpu {
 namespace {
@@ -94,7 +102,18 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   T* sK = sQ + kBr * D;                     // (stages, Bc, D)
   T* sV = sK + kStages * kBc * D;           // (stages, Bc, D)
 
-  const int i_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  // The tile: the grid's (Q block, head, entry), or under a mask function (no ALiBi or dropout) the
+  // longest-first deal of tile_order.hpp, blockIdx.x its index (launch() says why).
+  int i_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  if constexpr (kF == Features::mask) {
+    if (p.fa2_forward_deal.lines) {
+      const AttentionParams::Deal& deal = p.fa2_forward_deal;
+      const DealtTile t = longest_first_tile(int(blockIdx.x), deal.len, p.heads_q * p.batch, deal.sections, deal.lines);
+      i_block = t.line;
+      h = t.pair % p.heads_q;
+      b = t.pair / p.heads_q;
+    }
+  }
   const int g = h / (p.heads_q / p.heads_kv);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int qrow = lane / 4, qcol = (lane % 4) * 2;  // this thread's row in an 8-row group, first column of its pair
@@ -314,7 +333,18 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
     return &fa2_forward_kernel<S, T, decltype(cap)::value, decltype(f)::value>;
   });
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const dim3 grid((p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch);
+  // Under a mask function the Q blocks' walks differ (documents follow their lengths, prefix-LM grows), and
+  // the grid's order, Q block 0 first, left the longest tiles for the last wave: the tiles go longest walk
+  // first in L2-sized sections of (batch, head) pairs instead (tile_order.hpp, the deal DeviceMask made),
+  // one grid dimension of all of them, since the hardware deals a grid's CTAs in blockIdx order.
+  const int num_m = (p.seqlen_q + S::kBr - 1) / S::kBr;
+  dim3 grid(num_m, p.heads_q, p.batch);
+  if (p.fa2_forward_deal.lines && p.features() == Features::mask) {
+    if (p.fa2_forward_deal.len != num_m)
+      throw Error("fa2 forward: the mask's Q block order has " + std::to_string(p.fa2_forward_deal.len) +
+                  " blocks, the launch " + std::to_string(num_m) + " (made for other tiles)");
+    grid = dim3(unsigned(num_m * p.heads_q * p.batch));
+  }
   kernel<<<grid, S::kThreads, smem, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
 }

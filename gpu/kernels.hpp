@@ -58,6 +58,8 @@ void fa2_backward(const BackwardParams& p, cudaStream_t stream);
 // The opt-in shared memory per block of the current device (227 KiB on sm_90, 163 KiB on A100): what
 // fa2_backward_shape is asked with.
 size_t max_smem_per_block();
+// The current device's L2 in bytes (what tile_order.hpp's sections are sized by).
+double l2_cache_bytes();
 
 // fa3/fa3_fwd.cu: the FlashAttention-3-style Hopper forward (TMA, wgmma, warp-specialized, persistent),
 // bf16 or fp16, head dims as fa2. fa3_forward_unsupported says why a problem or this device cannot run it

@@ -1,11 +1,14 @@
 #include "launch.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "cuda_check.hpp"
 #include "flashlab/dropout.hpp"
 #include "flashlab/error.hpp"
 #include "kernels.hpp"
+#include "tile_order.hpp"
 #include "block_mask.hpp"
 
 namespace flashlab::gpu {
@@ -132,27 +135,44 @@ DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(st
     else append_lists(problem, fa3.block_m, fa3.block_n, true, variants, fa3_, words);
   }
 
-  // fa3's forward hands its tiles out longest walk first (scheduler.cuh): the order, at its tiles. A dense
-  // mask's walks are its fa3 lists' counts (partial + full, summed over the variants), read back rather
-  // than classifying every bit a second time; an interval mask's come from its rows' edges.
-  if (d != 0 && fa3.supported()) {
-    std::vector<int32_t> order;
+  // fa3's forward, fa2's forward and fa2's dK/dV deal their tiles longest walk first (tile_order.hpp): each
+  // one's order of lines, at its tiles. A dense mask's walks are its lists' counts (partial + full, summed
+  // over the variants), read back rather than classifying every bit again; an interval mask's come from
+  // its rows' edges.
+  // fa2's kernels deal them in sections of (batch, head) pairs sized by what a pair's longest line reads
+  // (tile_order.hpp l2_section), block_bytes a block of its walk: a forward's K and V blocks (a kv head's,
+  // shared by its group), dK/dV's Q, dO and fp32 dQ rows (of every head of the group).
+  const int variants = problem.mask_varies_by_batch() ? int(problem.batch) : 1;
+  auto append_order = [&](const Lists& of, int block_m, int block_n, bool by_q, Order& out, double block_bytes = 0,
+                          int pairs = 1) {
+    std::vector<int64_t> walk;
     if (dense_) {
-      const int lines = fa3_.lists.lines, variants = fa3_.lists.by_batch ? int(problem.batch) : 1;
-      std::vector<int64_t> walk(size_t(lines), 0);
-      const int32_t* counts = words.data() + fa3_.counts_at;  // (variants, lines, partial and full)
-      for (int v = 0; v < variants; ++v)
+      const int lines = of.lists.lines, listed = of.lists.by_batch ? int(problem.batch) : 1;
+      walk.assign(size_t(lines), 0);
+      const int32_t* counts = words.data() + of.counts_at;  // (variants, lines, partial and full)
+      for (int v = 0; v < listed; ++v)
         for (int i = 0; i < lines; ++i) {
           const int32_t* line = counts + (v * lines + i) * 2;
           walk[size_t(i)] += line[0] + line[1];
         }
-      order = tiled::longest_first(walk);
     } else {
-      order = tiled::longest_first(problem, tiled::Tiling{fa3.block_m, fa3.block_n});
+      walk = tiled::line_walks(problem, tiled::Tiling{block_m, block_n}, by_q);
     }
-    fa3_order_at_ = words.size();
-    fa3_order_len_ = order.size();
+    const std::vector<int32_t> order = by_q ? tiled::longest_first(walk) : tiled::longest_first_columns(walk);
+    const double longest = walk.empty() ? 0.0 : double(*std::max_element(walk.begin(), walk.end())) / variants;
+    out = {words.size(), order.size(), l2_sections(l2_cache_bytes(), longest * block_bytes, pairs)};
     words.insert(words.end(), order.begin(), order.end());
+  };
+  if (d != 0) {
+    const TileShape fwd = fa2_forward_shape(d), kv = fa2_backward_shape(d, int(max_smem_per_block()));
+    const int group = int(problem.heads_q / problem.heads_kv), batch = int(problem.batch);
+    append_order(forward_, fwd.block_m, fwd.block_n, true, fa2_forward_order_, 2.0 * 2 * fwd.block_n * d / group,
+                 int(problem.heads_q) * batch);
+    append_order(dkdv_, kv.block_m, kv.block_n, false, fa2_dkdv_order_, (2.0 * 2 + 4) * kv.block_m * d * group,
+                 int(problem.heads_kv) * batch);
+    if (fa3.supported())  // under a mask function fa3 packs no GQA group (fa3_fwd.cu packable)
+      append_order(fa3_, fa3.block_m, fa3.block_n, true, fa3_order_, 2.0 * 2 * fa3.block_n * d / group,
+                   int(problem.heads_q) * batch);
   }
 
   FLASHLAB_CUDA(cudaMallocAsync(&ptr_, words.size() * 4, stream));
@@ -165,8 +185,9 @@ void DeviceMask::set(AttentionParams& p) const {
   const int32_t* base = static_cast<const int32_t*>(ptr_);
   p.mask_lo = base;
   p.mask_hi = base + rows_;
-  p.fa3_m_order = fa3_order_len_ ? base + fa3_order_at_ : nullptr;
-  p.fa3_m_order_len = int(fa3_order_len_);
+  for (auto [to, from] : {std::pair{&p.fa3_forward_deal, &fa3_order_}, {&p.fa2_forward_deal, &fa2_forward_order_},
+                          {&p.fa2_dkdv_deal, &fa2_dkdv_order_}})
+    *to = {from->len ? base + from->at : nullptr, int(from->len), from->sections};
   if (!dense_) return;
   p.bits = bits_;
   p.bits.words = reinterpret_cast<const uint32_t*>(base + bits_at_);

@@ -38,7 +38,8 @@ class DeviceSlopes {
 //   dense        the bits (DenseBits) and, for each fa2 kernel and fa3's forward, FlexAttention's compressed
 //                block mask at that kernel's tiles (BlockLists, from tiled_cpu's BlockMask, the one every
 //                consumer uses)
-//   every kind   also fa3's Q blocks in the order its scheduler hands them out (tiled::longest_first)
+//   every kind   also the order each kernel deals its lines in (tile_order.hpp): fa3's and fa2's forward Q
+//                blocks (tiled::longest_first), fa2 dK/dV's K/V blocks (tiled::longest_first_columns)
 class DeviceMask {
  public:
   DeviceMask(const Problem& problem, cudaStream_t stream);
@@ -60,7 +61,12 @@ class DeviceMask {
   size_t bits_at_ = 0;
   DenseBits bits_;
   Lists forward_, dkdv_, dq_, fa3_;
-  size_t fa3_order_at_ = 0, fa3_order_len_ = 0;  // fa3's Q blocks, longest walk first (every kind)
+  struct Order {
+    size_t at = 0, len = 0;
+    int sections = 1;  // fa2's: sections of (batch, head) pairs (tile_order.hpp)
+  };
+  // Every kind: the lines each kernel deals longest walk first (fa3's and fa2's Q blocks, fa2 dK/dV's K/V blocks).
+  Order fa3_order_, fa2_forward_order_, fa2_dkdv_order_;
   cudaStream_t stream_ = nullptr;
 };
 

@@ -95,10 +95,16 @@ struct AttentionParams {
   BlockLists dkdv_blocks;     // fa2 backward dK / dV: lines are its K/V blocks
   BlockLists dq_blocks;       // fa2 backward deterministic dQ: lines are its Q blocks
   BlockLists fa3_blocks;      // fa3 forward: lines are its Q blocks
-  // fa3 forward under a mask function: its Q blocks (fa3_m_order_len of them, at its tiles) in the order
-  // its scheduler hands them out, the longest walk first (tiled::longest_first); null: the causal order.
-  const int* fa3_m_order = nullptr;
-  int fa3_m_order_len = 0;
+  // Under a mask function, how each kernel deals its tiles (tile_order.hpp): its lines (len of them, at its
+  // tiles) longest walk first (tiled::longest_first; a dK/dV kernel's K/V blocks: longest_first_columns),
+  // in `sections` sections of (batch, head) pairs sized by the longest walk. fa3's forward: its Q blocks,
+  // as its scheduler hands them out; fa2's forward and dK/dV kernels: their grid's order. Null lines: the
+  // causal order (fa3), the grid's (fa2).
+  struct Deal {
+    const int* lines = nullptr;
+    int len = 0, sections = 1;
+  };
+  Deal fa3_forward_deal, fa2_forward_deal, fa2_dkdv_deal;
 };
 
 // The backward adds the output gradient, the input gradients and fp32 scratch.

@@ -383,3 +383,18 @@ TEST_CASE("longest_first: the Q blocks by their walk's length, longest first, ti
   prefix.mask.prefix = {0, 1024};
   CHECK(longest_first(prefix, Tiling{128, 128}) == std::vector<int32_t>{7, 6, 5, 4, 3, 2, 1, 0});
 }
+
+TEST_CASE("longest_first_columns: the K/V blocks by the Q blocks that see them, longest first, ties first to last") {
+  // The documents above are symmetric: K/V block j walks what Q block j walks.
+  const Problem docs = packed(1024, {128, 640, 256}, false);
+  CHECK(longest_first_columns(docs, Tiling{128, 128}) == std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 0});
+  // Prefix-LM (300 keys of prefix) at 128 x 128: blocks 0-2 hold prefix keys every Q block sees (8 each),
+  // block j > 2 is seen from Q block j on (8 - j): the causal order for columns, first to last.
+  Problem prefix = docs;
+  prefix.mask.kind = MaskKind::prefix_lm;
+  prefix.mask.doc_lengths.clear();
+  prefix.mask.prefix = {300};
+  CHECK(longest_first_columns(prefix, Tiling{128, 128}) == std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7});
+  // A dense mask's order from the walks its lists counted (the GPU's DeviceMask reads them back).
+  CHECK(longest_first_columns(std::vector<int64_t>{1, 3, 3, 2}) == std::vector<int32_t>{1, 2, 3, 0});
+}

@@ -3,9 +3,13 @@
 // in gpu/*.cu); here, the rules a caller relies on.
 #include <doctest/doctest.h>
 
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "shapes.hpp"
+#include "tile_order.hpp"
 
 using namespace flashlab::gpu;
 
@@ -143,4 +147,42 @@ TEST_CASE("decode splits: until the CTAs stream at the HBM's rate, within one wa
   CHECK(decode_split_count(1, 1000, 4096, 100 * hbm, cta) == 128);
   // An H200's 4.8 TB/s takes more: 85 CTAs, 11 splits at batch 1.
   CHECK(decode_split_count(8, 132, 512, 0.9 * 4.8e12, cta) == 11);
+}
+
+TEST_CASE("tile_order: the longest-first deal takes every tile once, section by section, in the line order") {
+  // 5 pairs in 2 sections (3 and 2 pairs), 4 lines in the order 2, 0, 3, 1.
+  const std::vector<int> order{2, 0, 3, 1};
+  std::set<std::pair<int, int>> seen;
+  std::vector<DealtTile> tiles;
+  for (int t = 0; t < 4 * 5; ++t) {
+    tiles.push_back(longest_first_tile(t, 4, 5, 2, order.data()));
+    seen.insert({tiles.back().line, tiles.back().pair});
+  }
+  CHECK(seen.size() == 20);
+  // The first section: pairs 0-2 at line 2, then at line 0, ...; the second: pairs 3-4.
+  CHECK(tiles[0].line == 2);
+  CHECK(tiles[2].pair == 2);
+  CHECK(tiles[3].line == 0);
+  CHECK(tiles[3].pair == 0);
+  CHECK(tiles[11].line == 1);
+  CHECK(tiles[12].pair == 3);
+  CHECK(tiles[12].line == 2);
+  CHECK(tiles[19].line == 1);
+  CHECK(tiles[19].pair == 4);
+  // Without an order: from the last line (causal).
+  CHECK(longest_first_tile(0, 4, 5, 1, nullptr).line == 3);
+  CHECK(longest_first_tile(19, 4, 5, 1, nullptr).line == 0);
+}
+
+TEST_CASE("tile_order: sections as few as half the L2 allows, evened out") {
+  const double l2 = 50e6;  // half of it: 25 MB
+  CHECK(l2_sections(l2, 8e6, 16) == 6);  // 3 pairs fit: 6 sections, of 3, 3, 3, 3, 2, 2
+  CHECK(l2_sections(l2, 1.6e6, 16) == 2);  // 15 fit: two sections of 8, not 15 and 1
+  CHECK(l2_sections(l2, 1e3, 16) == 1);
+  CHECK(l2_sections(l2, 1e9, 16) == 16);  // not even one fits: a pair a section
+  CHECK(l2_sections(l2, 8e6, 1) == 1);
+  // 16 pairs in 6 sections: the first four take 3, the last two 2.
+  CHECK(longest_first_tile(4 * 3 * 10 - 1, 10, 16, 6, nullptr).pair == 11);
+  CHECK(longest_first_tile(4 * 3 * 10, 10, 16, 6, nullptr).pair == 12);
+  CHECK(longest_first_tile(16 * 10 - 1, 10, 16, 6, nullptr).pair == 15);
 }

@@ -128,25 +128,49 @@ CompressedBlockMask compress(const BlockMask& m) {
   return c;
 }
 
-std::vector<int32_t> longest_first(const Problem& problem, Tiling tiling) {
+std::vector<int64_t> line_walks(const Problem& problem, Tiling tiling, bool by_q) {
   const int64_t variants = problem.mask_varies_by_batch() ? problem.batch : 1;
   std::vector<int64_t> walk;
   for (int64_t b = 0; b < variants; ++b) {
     const BlockMask mask(problem, b, tiling);
-    walk.resize(size_t(mask.Tr()), 0);
-    for (int64_t i = 0; i < mask.Tr(); ++i)
-      for (int64_t j = mask.kv_begin(i); j < mask.kv_end(i); ++j)
-        walk[size_t(i)] += mask.kind(i, j) != TileKind::skipped;
+    walk.resize(size_t(by_q ? mask.Tr() : mask.Tc()), 0);
+    for (int64_t line = 0; line < int64_t(walk.size()); ++line) {
+      const int64_t begin = by_q ? mask.kv_begin(line) : mask.q_begin(line);
+      const int64_t end = by_q ? mask.kv_end(line) : mask.q_end(line);
+      for (int64_t x = begin; x < end; ++x)
+        walk[size_t(line)] += (by_q ? mask.kind(line, x) : mask.kind(x, line)) != TileKind::skipped;
+    }
   }
-  return longest_first(walk);
+  return walk;
 }
+
+std::vector<int32_t> longest_first(const Problem& problem, Tiling tiling) {
+  return longest_first(line_walks(problem, tiling, true));
+}
+
+namespace {
+// The lines in `order`, stably sorted by their walks, the longest first.
+std::vector<int32_t> by_walk(std::vector<int32_t> order, const std::vector<int64_t>& walk) {
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return walk[size_t(a)] > walk[size_t(b)]; });
+  return order;
+}
+}  // namespace
 
 std::vector<int32_t> longest_first(const std::vector<int64_t>& walk) {
   std::vector<int32_t> order(walk.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(order.size() - 1 - i);  // the causal order
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return walk[size_t(a)] > walk[size_t(b)]; });
-  return order;
+  return by_walk(std::move(order), walk);
+}
+
+std::vector<int32_t> longest_first_columns(const std::vector<int64_t>& walk) {
+  std::vector<int32_t> order(walk.size());
+  for (size_t j = 0; j < order.size(); ++j) order[j] = int32_t(j);  // the causal order for columns
+  return by_walk(std::move(order), walk);
+}
+
+std::vector<int32_t> longest_first_columns(const Problem& problem, Tiling tiling) {
+  return longest_first_columns(line_walks(problem, tiling, false));
 }
 
 }  // namespace flashlab::tiled

@@ -83,5 +83,13 @@ CompressedBlockMask compress(const BlockMask& mask);
 std::vector<int32_t> longest_first(const Problem& problem, Tiling tiling);
 // The same order from each Q block's walk (computed tiles), where a caller has counted them already.
 std::vector<int32_t> longest_first(const std::vector<int64_t>& walk);
+// The K/V blocks in the same way, for a backward whose CTAs each own a K/V block (fa2's dK/dV kernel walks
+// the Q blocks that see it): the longest walk first, ties by the earlier block first (the causal order
+// for columns, longest first for causal and prefix-LM masks). From the columns' walks, or counted here.
+std::vector<int32_t> longest_first_columns(const std::vector<int64_t>& walk);
+std::vector<int32_t> longest_first_columns(const Problem& problem, Tiling tiling);
+// Each line's walk, its computed tiles summed over the batch entries whose masks differ: the Q blocks'
+// (by_q) or the K/V blocks'.
+std::vector<int64_t> line_walks(const Problem& problem, Tiling tiling, bool by_q);
 
 }  // namespace flashlab::tiled

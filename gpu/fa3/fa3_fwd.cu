@@ -88,6 +88,12 @@
 //       (bench/results/masks-h100-2026-11-26-fa3-ab-*.csv): documents at d = 64, 8k and 16k, 5% faster in
 //       both pairs; the other cells within the runs' spread (d = 128 x 16k documents 0.72-0.81 ms either
 //       way); mask_vs_density within 1.2 on 11 and 12 of 12 cells (the old build 10 and 9).
+//   v13 the longest-first order's sections from gpu/tile_order.hpp, shared with fa2: evened out (16 pairs
+//       that fit 3 a section: 3,3,3,3,2,2, not 3,3,3,3,3,1), and under a mask function sized by the
+//       longest walk's K/V, not the whole sequence's (DeviceMask's deal). H100, 2026-11-26, two runs
+//       (bench/results/masks-h100-2026-11-26-fa3-deal*.csv): mask_vs_density 0.97-1.21, within 1.2 on 12
+//       and 11 of 12 cells; causal without a mask 0.82-0.95x cuDNN at d = 64 and 128, s = 1k-16k
+//       (gpu-h100-2026-11-26-fa3-sections.csv), within the spread of earlier runs.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -217,10 +223,10 @@ int pack_of(const AttentionParams& p, int br) {
 TileScheduler scheduler_of(const AttentionParams& p, int br, int d, int elem_bytes, bool longest_first, int pack,
                            cudaStream_t stream) {
   const double kv_bytes = 2.0 * elem_bytes * p.seqlen_k * d / (p.heads_q / p.heads_kv / pack);
-  const int section = std::max(1, int(device_attribute(cudaDevAttrL2CacheSize) / 2 / kv_bytes));
+  const int sections = l2_sections(device_attribute(cudaDevAttrL2CacheSize), kv_bytes, p.heads_q / pack * p.batch);
   const int rows = br / pack;
   return TileScheduler{(p.seqlen_q + rows - 1) / rows, p.heads_q / pack, p.batch, pack,
-                       longest_first, section, tile_counter(stream)};
+                       longest_first, sections, tile_counter(stream)};
 }
 
 template <int D, typename T>
@@ -239,15 +245,16 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   check_block_lists(p.fa3_blocks, S::kBr, S::kBc, "fa3 forward");
   // Under a mask function the Q blocks' walks differ in length too, so they take the causal path: the
   // atomic counter, which balances whatever the lengths (a CTA that drew short tiles takes more), within
-  // L2-sized sections, in the mask's longest-walk-first order (DeviceMask made it once, with the mask:
-  // tiled::longest_first). The causal order, last Q block first, was that for prefix-LM but not for
+  // L2-sized sections, in the mask's longest-walk-first order (DeviceMask made the deal once, with the
+  // mask: tiled::longest_first, the sections sized by the longest walk's K/V). The causal order, last Q block first, was that for prefix-LM but not for
   // documents (fa3's document rows missed 1.2x their density's time: bench/README.md).
   TileScheduler sched = scheduler_of(p, S::kBr, D, 2, causal || mask, pack, stream);
-  if (mask && p.fa3_m_order) {
-    if (p.fa3_m_order_len != sched.num_m)
-      throw Error("fa3 forward: the mask's Q block order has " + std::to_string(p.fa3_m_order_len) +
+  if (mask && p.fa3_forward_deal.lines) {
+    if (p.fa3_forward_deal.len != sched.num_m)
+      throw Error("fa3 forward: the mask's Q block order has " + std::to_string(p.fa3_forward_deal.len) +
                   " blocks, the launch " + std::to_string(sched.num_m) + " (made for other tiles)");
-    sched.m_order = p.fa3_m_order;
+    sched.m_order = p.fa3_forward_deal.lines;
+    sched.sections = p.fa3_forward_deal.sections;
   }
   // kMask for every level above none (fa3_forward_unsupported refuses the extras, ALiBi and dropout);
   // kPack where the launch packs (never under a mask function: packable).

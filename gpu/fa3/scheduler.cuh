@@ -9,12 +9,12 @@
 //
 // Order: without a mask every tile is as long; a head's Q blocks are adjacent, so the CTAs in flight
 // share that head's K and V through L2. Under a causal mask a tile's length grows with its Q block, and
-// the tiles go longest first within sections of `section` (batch, head) pairs whose K and V fit in half
-// the L2 (FA3's scheduler does the same): inside a section Q block by Q block from the last, every pair
-// of the section inside, so that a round of gridDim.x tiles is of nearly one length and the section's
-// K/V, read again by every round, stays in L2. (Longest first over all heads at once measured 0.78-0.94x
-// at s = 1k-4k: every CTA of a round then reads another head's K/V from DRAM.) Under a mask function
-// "from the last" is longest first for prefix-LM but not for documents, whose walks follow their
+// the tiles go longest first within even sections of (batch, head) pairs whose K and V fit in half the L2
+// (gpu/tile_order.hpp; FA3's scheduler does the same): inside a section Q block by Q block from the last,
+// every pair of the section inside, so that a round of gridDim.x tiles is of nearly one length and the
+// section's K/V, read again by every round, stays in L2. (Longest first over all heads at once measured
+// 0.78-0.94x at s = 1k-4k: every CTA of a round then reads another head's K/V from DRAM.) Under a mask
+// function "from the last" is longest first for prefix-LM but not for documents, whose walks follow their
 // documents' lengths: there the Q blocks go in m_order, the mask's own longest-first order.
 //
 // PackGQA (params.hpp PackGqa; FA3's pack_gqa): with pack = the group size, a tile is every query head of
@@ -22,6 +22,7 @@
 // head tile.head + r / rows, position row0 + r % rows), so that a short query sequence fills the tile and
 // K/V is read once for the whole group. The walk of key blocks is that of `rows` positions.
 #pragma once
+#include "../tile_order.hpp"
 
 namespace flashlab::gpu::fa3 {
 
@@ -33,7 +34,7 @@ struct TileScheduler {
   int num_m, heads, batch;  // Q blocks (of the longest sequence), head units (query heads / pack), entries
   int pack;                 // query heads a tile: 1, or the group's size (PackGQA)
   bool longest_first;       // causal or a mask function: dynamic, a section's Q blocks from the last
-  int section;              // (batch, head) pairs a section (longest_first only)
+  int sections;             // sections of (batch, head) pairs (longest_first only; tile_order.hpp)
   int* counter;             // device: [0] tiles handed out after the first gridDim.x, [1] CTAs finished;
                             // both zero at launch, and the last CTA to finish sets them back to zero
   const int* m_order = nullptr;  // longest_first under a mask function: the Q blocks, longest walk first
@@ -55,10 +56,8 @@ struct TileScheduler {
   __host__ __device__ int count() const { return num_m * heads * batch; }
   __device__ Tile at(int t) const {
     if (longest_first) {
-      const int pairs = heads * batch, first = t / (section * num_m) * section;
-      const int n = min(section, pairs - first), r = t - first * num_m;  // n pairs in this section
-      const int bh = first + r % n;
-      return {m_order ? m_order[r / n] : num_m - 1 - r / n, bh % heads * pack, bh / heads};
+      const DealtTile d = longest_first_tile(t, num_m, heads * batch, sections, m_order);
+      return {d.line, d.pair % heads * pack, d.pair / heads};
     }
     const int mi = t % num_m, bh = t / num_m;
     return {mi, bh % heads * pack, bh / heads};

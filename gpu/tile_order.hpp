@@ -1,0 +1,59 @@
+// The order a kernel deals its tiles to CTAs under a causal mask or a mask function, whose tiles are of
+// unequal length: longest first, so that the short tiles fill the end and the CTAs finish together
+// (longest processing time first), within sections of (batch, head) pairs whose shared reads (a forward's
+// K and V) fit half the L2 (FA3's scheduler does the same), so that the CTAs in flight share a few heads'
+// K and V through L2.
+//
+// A tile is (line, pair): a line is a Q block (a forward) or a K/V block (a backward's dK/dV), a pair a
+// (batch, head) unit. Inside a section the lines go one by one in `order` (the mask's lines, longest walk
+// first: tiled::longest_first), or from the last without one (causal), every pair of the section inside
+// each: a round of tiles is then of nearly one length. fa3's persistent scheduler (fa3/scheduler.cuh)
+// hands tiles out in this order as its CTAs ask; fa2's kernels take it as their grid's order (the
+// hardware dispatches a grid's CTAs in blockIdx order as slots free up, which is the same greedy deal).
+// Host and device: the simulator replays the same order (simulator/grids.cpp).
+#pragma once
+
+#if defined(__CUDACC__)
+#define FLASHLAB_HOST_DEVICE __host__ __device__
+#else
+#define FLASHLAB_HOST_DEVICE
+#endif
+
+namespace flashlab::gpu {
+
+struct DealtTile {
+  int line, pair;
+};
+
+// Tile t (0 <= t < lines x pairs) of the longest-first deal over `sections` sections of pairs, whose sizes
+// differ by at most one (the first pairs % sections take one more).
+FLASHLAB_HOST_DEVICE inline DealtTile longest_first_tile(int t, int lines, int pairs, int sections, const int* order) {
+  const int small = pairs / sections, big_ones = pairs % sections;
+  const int big_tiles = big_ones * (small + 1) * lines;  // the tiles of the bigger sections, dealt first
+  int first, n, r;  // the section's first pair, its pairs, t's rank inside it
+  if (t < big_tiles) {
+    const int k = t / ((small + 1) * lines);
+    first = k * (small + 1);
+    n = small + 1;
+    r = t - first * lines;
+  } else {
+    const int k = (t - big_tiles) / (small * lines);
+    first = big_ones * (small + 1) + k * small;
+    n = small;
+    r = t - first * lines;
+  }
+  return {order ? order[r / n] : lines - 1 - r / n, first + r % n};
+}
+
+// How many sections: as few as keep each one's pairs' shared bytes (pair_bytes a pair) within half of an
+// L2 of l2_bytes; evened out by longest_first_tile, so that no section is a sliver of a few pairs whose
+// longest tiles start last. Under a mask function a round of tiles reads only its lines' walks, so the
+// caller counts the longest walk's blocks rather than the whole sequence (DeviceMask).
+inline int l2_sections(double l2_bytes, double pair_bytes, int pairs) {
+  if (pairs <= 1) return 1;
+  const double fit = l2_bytes / 2 / (pair_bytes > 1 ? pair_bytes : 1);
+  const int most = fit < 1 ? 1 : fit >= pairs ? pairs : int(fit);
+  return (pairs + most - 1) / most;
+}
+
+}  // namespace flashlab::gpu
