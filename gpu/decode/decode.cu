@@ -56,6 +56,15 @@
 //       0.99-1.12x, batch 64 0.88-0.97x at 1k and 0.98-1.00x from 4k), 0.99-1.38x SDPA flash; at >= 8k
 //       keys 40-93% of the copy's 3.02 TB/s at batch 1, 84-103% at 8, 100-102% at 64. (A first build
 //       asked the memory clock every call, 0.6 ms each: now once a device.)
+//   Tried after v6 and not kept (the same H100, 2026-11-26): the merge done by the last split CTA of each
+//   (row chunk, kv head, entry) in place of the combine kernel (a count a group, atomicInc back to 0,
+//   __threadfence before it, the partials read back from L2): 0.5-0.7 us slower at every split shape,
+//   alternating in one process (bench/results/decode-h100-2026-11-26-fused-merge-ab.txt): the fence, the
+//   count and the reads sit on the last CTA's path, while the dependent launch already hides under the
+//   split kernel. Three K/V stages a warp at d = 128 (196 KB, still one CTA an SM): slower everywhere,
+//   batch 8 x 64k 849 us against 698, batch 1 x 64k at 8 splits 125 against 107
+//   (decode-h100-2026-11-26-try-three-stages.csv; why is open: no ncu run of it; the carveout left 28 KB
+//   of L1, where the two-stage kernel's 132 KB leaves 96).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
