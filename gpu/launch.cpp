@@ -139,9 +139,9 @@ DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(st
   // one's order of lines, at its tiles. A dense mask's walks are its lists' counts (partial + full, summed
   // over the variants), read back rather than classifying every bit again; an interval mask's come from
   // its rows' edges.
-  // fa2's kernels deal them in sections of (batch, head) pairs sized by what a pair's longest line reads
-  // (tile_order.hpp l2_section), block_bytes a block of its walk: a forward's K and V blocks (a kv head's,
-  // shared by its group), dK/dV's Q, dO and fp32 dQ rows (of every head of the group).
+  // They deal them in even sections of (batch, head) pairs sized by what a pair's longest line reads
+  // (tile_order.hpp l2_sections), block_bytes a block of its walk (forward_block_bytes, dkdv_block_bytes).
+  // The simulator deals the same way (simulator/model.cpp flashlab_deal).
   const int variants = problem.mask_varies_by_batch() ? int(problem.batch) : 1;
   auto append_order = [&](const Lists& of, int block_m, int block_n, bool by_q, Order& out, double block_bytes = 0,
                           int pairs = 1) {
@@ -166,12 +166,12 @@ DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(st
   if (d != 0) {
     const TileShape fwd = fa2_forward_shape(d), kv = fa2_backward_shape(d, int(max_smem_per_block()));
     const int group = int(problem.heads_q / problem.heads_kv), batch = int(problem.batch);
-    append_order(forward_, fwd.block_m, fwd.block_n, true, fa2_forward_order_, 2.0 * 2 * fwd.block_n * d / group,
+    append_order(forward_, fwd.block_m, fwd.block_n, true, fa2_forward_order_, forward_block_bytes(fwd.block_n, d, group),
                  int(problem.heads_q) * batch);
-    append_order(dkdv_, kv.block_m, kv.block_n, false, fa2_dkdv_order_, (2.0 * 2 + 4) * kv.block_m * d * group,
+    append_order(dkdv_, kv.block_m, kv.block_n, false, fa2_dkdv_order_, dkdv_block_bytes(kv.block_m, d, group),
                  int(problem.heads_kv) * batch);
     if (fa3.supported())  // under a mask function fa3 packs no GQA group (fa3_fwd.cu packable)
-      append_order(fa3_, fa3.block_m, fa3.block_n, true, fa3_order_, 2.0 * 2 * fa3.block_n * d / group,
+      append_order(fa3_, fa3.block_m, fa3.block_n, true, fa3_order_, forward_block_bytes(fa3.block_n, d, group),
                    int(problem.heads_q) * batch);
   }
 

@@ -56,4 +56,14 @@ inline int l2_sections(double l2_bytes, double pair_bytes, int pairs) {
   return (pairs + most - 1) / most;
 }
 
+// The bytes a pair's tiles share a block of a line's walk, what l2_sections is given (times the longest
+// walk): a forward's K and V block (its kv head's, shared by the group's query heads); dK/dV's Q, dO and
+// fp32 dQ rows of a Q block, for every query head of its kv head's group. elem: bytes an element.
+inline double forward_block_bytes(double block_n, int head_dim, int group, double elem = 2) {
+  return 2 * elem * block_n * head_dim / group;
+}
+inline double dkdv_block_bytes(double block_m, int head_dim, int group, double elem = 2) {
+  return (2 * elem + 4) * block_m * head_dim * group;
+}
+
 }  // namespace flashlab::gpu

@@ -1,8 +1,11 @@
 #include "grids.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
+
+#include "tile_order.hpp"
 
 namespace flashlab::sim {
 namespace {
@@ -137,18 +140,36 @@ struct Tile {
   int32_t b, h, x;  // batch entry, query head, block (Q block forward, K/V block backward)
 };
 
+// The deal's tiles in order, (entry, head, line) each: gpu/tile_order.hpp's longest_first_tile over
+// `lines` x (batch x heads) pairs, a pair being entry x heads + head as the kernels number them.
+std::vector<std::array<int64_t, 3>> dealt(const Deal& deal, int64_t lines, int64_t batch, int64_t heads) {
+  const int64_t pairs = batch * heads;
+  std::vector<std::array<int64_t, 3>> out;
+  out.reserve(size_t(lines * pairs));
+  for (int64_t t = 0; t < lines * pairs; ++t) {
+    const gpu::DealtTile d = gpu::longest_first_tile(int(t), int(lines), int(pairs), deal.sections,
+                                                     deal.order.empty() ? nullptr : deal.order.data());
+    out.push_back({d.pair / heads, d.pair % heads, d.line});
+  }
+  return out;
+}
+
 // ---- forward: one CTA (tile) per Q block --------------------------------------------------------
 class ForwardGrid final : public CtaGrid {
  public:
   ForwardGrid(const Problem& p, const std::vector<Schedule>& s, ElementTime t, TileOrder order, bool reverse,
-              double section, double input_bytes)
+              double section, double input_bytes, const Deal& deal)
       : base_(p, s, t), reverse_(reverse), e_in_(input_bytes > 0 ? input_bytes : base_.e) {
     G_ = chunk_for(base_.tiles(), 1);
     chunks_ = ceil_div(base_.Tc_max, G_);
     const int64_t H = p.heads_q, B = p.batch;
     kv_keys_ = uint32_t(B * p.heads_kv * chunks_);
     q_keys_ = uint32_t(B * H * base_.Tr_max);
-    if (order == TileOrder::fa2 || (order == TileOrder::flashlab_fa3 && !p.causal)) {
+    if (deal.sections > 0) {
+      for (const auto& [b, h, i] : dealt(deal, base_.Tr_max, B, H)) {
+        if (i < base_.at(b).Tr()) tiles_.push_back({int32_t(b), int32_t(h), int32_t(i)});
+      }
+    } else if (order == TileOrder::fa2) {
       // FA2's grid is (Q block, batch, head): blockIdx.x fastest.
       for (int64_t h = 0; h < H; ++h)
         for (int64_t b = 0; b < B; ++b)
@@ -157,11 +178,9 @@ class ForwardGrid final : public CtaGrid {
       // FA3's scheduler (hopper/tile_scheduler.hpp): (batch, head) pairs in sections of as many heads as
       // fit their K and V in `section` bytes (a power of two); within a section, Q blocks outer (the
       // last, longest first under a causal mask), the section's heads inner.
-      // (flashlab's fa3 counts a query head's share of its kv head's K and V and does not round.)
-      const double group = order == TileOrder::flashlab_fa3 ? double(p.heads_q / p.heads_kv) : 1.0;
-      const double kv_head_bytes = double(base_.at(0).seqlen_k()) * double(p.head_dim + p.dv()) * e_in_ / group;
+      const double kv_head_bytes = double(base_.at(0).seqlen_k()) * double(p.head_dim + p.dv()) * e_in_;
       const int64_t fit = std::max<int64_t>(1, int64_t(section / std::max(1.0, kv_head_bytes)));
-      const int64_t per = order == TileOrder::flashlab_fa3 ? fit : int64_t(std::bit_floor(uint64_t(fit)));
+      const int64_t per = int64_t(std::bit_floor(uint64_t(fit)));
       const int64_t pairs = B * H;
       for (int64_t s0 = 0; s0 < pairs; s0 += per) {
         const int64_t n = std::min(per, pairs - s0);
@@ -224,13 +243,18 @@ class ForwardGrid final : public CtaGrid {
 // ---- backward: one CTA per K/V block ------------------------------------------------------------
 class BackwardGrid final : public CtaGrid {
  public:
-  BackwardGrid(const Problem& p, const std::vector<Schedule>& s, ElementTime t, bool reverse, BackwardOrder order)
+  BackwardGrid(const Problem& p, const std::vector<Schedule>& s, ElementTime t, bool reverse, BackwardOrder order,
+               const Deal& deal)
       : base_(p, s, t), reverse_(reverse) {
     G_ = chunk_for(base_.tiles(), 1);
     chunks_ = ceil_div(base_.Tr_max, G_);
     q_keys_ = uint32_t(p.batch * p.heads_q * chunks_);
     kv_keys_ = uint32_t(p.batch * p.heads_q * base_.Tc_max);
-    if (order == BackwardOrder::fa2) {
+    if (deal.sections > 0) {  // fa2's dK/dV under a mask function (a CTA a query head, as below)
+      for (const auto& [b, h, j] : dealt(deal, base_.Tc_max, p.batch, p.heads_q)) {
+        if (j < base_.at(b).Tc()) tiles_.push_back({int32_t(b), int32_t(h), int32_t(j)});
+      }
+    } else if (order == BackwardOrder::fa2) {
       // FA2's backward grid is (K/V block, batch, head): blockIdx.x fastest.
       for (int64_t h = 0; h < p.heads_q; ++h)
         for (int64_t b = 0; b < p.batch; ++b)
@@ -374,12 +398,13 @@ class Fa1Grid final : public CtaGrid {
 }  // namespace
 
 std::unique_ptr<CtaGrid> forward_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t,
-                                      TileOrder order, bool reverse, double l2_section_bytes, double input_bytes) {
-  return std::make_unique<ForwardGrid>(p, s, t, order, reverse, l2_section_bytes, input_bytes);
+                                      TileOrder order, bool reverse, double l2_section_bytes, double input_bytes,
+                                      const Deal& deal) {
+  return std::make_unique<ForwardGrid>(p, s, t, order, reverse, l2_section_bytes, input_bytes, deal);
 }
 std::unique_ptr<CtaGrid> backward_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t,
-                                       bool reverse, BackwardOrder order) {
-  return std::make_unique<BackwardGrid>(p, s, t, reverse, order);
+                                       bool reverse, BackwardOrder order, const Deal& deal) {
+  return std::make_unique<BackwardGrid>(p, s, t, reverse, order, deal);
 }
 std::unique_ptr<CtaGrid> fa1_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t,
                                   int64_t splits, bool backward) {

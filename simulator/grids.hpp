@@ -20,7 +20,9 @@
 // What is lost: the order of blocks inside a chunk, and a CTA whose range ends
 // inside a chunk touches the part it uses (L2Cache grows the entry later).
 #pragma once
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "flashlab/problem.hpp"
 #include "replay.hpp"
@@ -37,8 +39,16 @@ struct ElementTime {
 enum class TileOrder {
   fa2,  // FA2's grid (Q block, batch, head): Q blocks of one head consecutive, batch, then heads
   fa3,  // FA3's persistent scheduler: heads in L2-sized sections, longest Q blocks first if causal
-  flashlab_fa3,  // gpu/fa3/scheduler.cuh: without a mask fa2's order; causal: FA3's order in sections of
-                 // (batch, head) pairs whose K and V fit `l2_section_bytes` (not rounded to a power of two)
+};
+
+// flashlab's kernels under a causal mask (fa3's forward) or a mask function (fa2's forward and dK/dV,
+// fa3's forward) deal their tiles as gpu/tile_order.hpp does: the lines (Q blocks forward, K/V blocks
+// backward) in `order` (empty: from the last), every (batch, head) pair of a section at each, in
+// `sections` even sections (model.cpp flashlab_deal makes it as gpu/launch.cpp's DeviceMask does).
+// sections == 0: no deal, the grid's own order.
+struct Deal {
+  std::vector<int32_t> order;
+  int sections = 0;
 };
 
 // reverse: the CTA walks its band from the last block to the first (FA2's and FA3's forward start at the
@@ -47,7 +57,7 @@ enum class TileOrder {
 // in the dtype's 2 bytes).
 std::unique_ptr<CtaGrid> forward_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules,
                                       ElementTime t, TileOrder order, bool reverse, double l2_section_bytes,
-                                      double input_bytes = 0);
+                                      double input_bytes = 0, const Deal& deal = {});
 // How the backward's K/V blocks are handed to CTAs.
 enum class BackwardOrder {
   fa2,           // FA2's grid (K/V block, batch, head): a CTA per query head, blockIdx.x fastest
@@ -55,7 +65,8 @@ enum class BackwardOrder {
                  // head of its group (dK, dV summed inside the CTA), for each its Q blocks from the first
 };
 std::unique_ptr<CtaGrid> backward_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules,
-                                       ElementTime t, bool reverse, BackwardOrder order = BackwardOrder::fa2);
+                                       ElementTime t, bool reverse, BackwardOrder order = BackwardOrder::fa2,
+                                       const Deal& deal = {});
 // splits: CTAs per (batch, head), each a contiguous range of Q blocks.
 std::unique_ptr<CtaGrid> fa1_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules, ElementTime t,
                                   int64_t splits, bool backward);

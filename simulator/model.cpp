@@ -6,8 +6,10 @@
 #include "flashlab/enum_names.hpp"
 #include "flashlab/error.hpp"
 #include "grids.hpp"
+#include "block_mask.hpp"
 #include "schedule.hpp"
 #include "shapes.hpp"
+#include "tile_order.hpp"
 
 namespace flashlab::sim {
 
@@ -54,6 +56,33 @@ using tiled::Schedule;
 // FA3's tile scheduler groups heads into sections whose K and V fit this many bytes of L2
 // (hopper/tile_scheduler.hpp: a fixed 32 MiB, not read from the GPU).
 constexpr double kFa3SectionBytes = 32.0 * 1024 * 1024;
+
+// How flashlab's kernel deals its tiles (grids.hpp Deal), as the kernel does (gpu/tile_order.hpp; the
+// order and the section count as gpu/launch.cpp's DeviceMask makes them): under a mask function fa2's
+// forward and dK/dV (without ALiBi or dropout, which run in the grid's order) and fa3's forward, lines
+// longest walk first in sections sized by the longest walk; fa3's forward under a causal mask from the last
+// Q block, in sections sized by the whole sequence's K/V. Otherwise no deal. Masks run at the kernels'
+// padded head dims; the section uses the preset's L2, where the kernels ask the device.
+Deal flashlab_deal(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const tiled::Tiling& tiling) {
+  const int d = gpu::fa2_padded_head_dim(int(p.head_dim)), group = int(p.heads_q / p.heads_kv);
+  const bool mask_function = p.mask.kind != MaskKind::none && !p.varlen();
+  if (mask_function && !(algo == Algo::fa2 && (p.alibi || p.dropout_p > 0)) && !(algo == Algo::fa3 && backward)) {
+    const std::vector<int64_t> walk = tiled::line_walks(p, tiling, !backward);
+    const double variants = p.mask_varies_by_batch() ? double(p.batch) : 1.0;
+    const double longest = walk.empty() ? 0.0 : double(*std::max_element(walk.begin(), walk.end())) / variants;
+    const double block = backward ? gpu::dkdv_block_bytes(double(tiling.Br), d, group)
+                                  : gpu::forward_block_bytes(double(tiling.Bc), d, group);
+    // fa2's dK/dV deals (batch, kv head) pairs; the replay's backward grid has a CTA a query head, and
+    // deals (batch, query head) pairs in as many sections (the same without GQA).
+    const int pairs = int(p.batch * (backward ? p.heads_kv : p.heads_q));
+    return {backward ? tiled::longest_first_columns(walk) : tiled::longest_first(walk),
+            gpu::l2_sections(g.l2_bytes, longest * block, pairs)};
+  }
+  if (algo == Algo::fa3 && !backward && p.causal && !mask_function)
+    return {{}, gpu::l2_sections(g.l2_bytes, gpu::forward_block_bytes(double(p.seqlen_k), d, group),
+                                 int(p.batch * p.heads_q))};
+  return {};
+}
 
 // The streaming kernels around FA2's backward: preprocess (D = rowsum(dO o O), dQ's fp32
 // accumulator zeroed) and the conversion of that accumulator to dQ. Each moves its bytes once.
@@ -115,9 +144,10 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   KernelShape shape = kernel_shape(p, g, algo, impl, backward, o.block_m, o.block_n, fp8);
   if (impl == Impl::cudnn) shape.persistent = false;
   const bool reverse = impl == Impl::upstream;
-  // flashlab's fa3 (gpu/fa3/scheduler.cuh): sections whose K and V fit half the L2; its causal tiles are
-  // handed out as CTAs ask, which is how the replay dispatches a grid's tiles to the slot that frees first.
+  // flashlab's fa3 (gpu/fa3/scheduler.cuh) hands its dealt tiles out as CTAs ask, fa2's grid is dealt
+  // in blockIdx order as slots free: either way how the replay dispatches a grid's tiles.
   const bool flashlab_fa3 = impl == Impl::flashlab && algo == Algo::fa3;
+  const Deal deal = impl == Impl::flashlab ? flashlab_deal(p, g, algo, backward, shape.tiling) : Deal{};
   const ElementCost unit = element_cost(p, g, algo, backward, shape, fp8);
   const Order order = algo == Algo::fa1 ? (backward ? Order::fa1_backward : Order::fa1)
                                         : (backward ? Order::backward : Order::fa2);
@@ -151,12 +181,10 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   const std::unique_ptr<CtaGrid> grid =
       algo == Algo::fa1 ? fa1_grid(p, schedules, per, splits, backward)
       : backward        ? backward_grid(p, schedules, per, reverse,
-                                            flashlab_fa3 ? BackwardOrder::flashlab_fa3 : BackwardOrder::fa2)
+                                            flashlab_fa3 ? BackwardOrder::flashlab_fa3 : BackwardOrder::fa2, deal)
                         : forward_grid(p, schedules, per,
-                                       flashlab_fa3       ? TileOrder::flashlab_fa3
-                                       : shape.persistent ? TileOrder::fa3
-                                                          : TileOrder::fa2,
-                                       reverse, flashlab_fa3 ? g.l2_bytes / 2 : kFa3SectionBytes, e_in);
+                                       shape.persistent && !flashlab_fa3 ? TileOrder::fa3 : TileOrder::fa2, reverse,
+                                       kFa3SectionBytes, e_in, deal);
   const double ctas = double(grid->ctas());
   // A grid smaller than the resident capacity is spread over the SMs first: CTAs share an SM only as far
   // as their number requires, and the slots of one SM share its units.

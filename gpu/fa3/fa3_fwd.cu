@@ -222,7 +222,7 @@ int pack_of(const AttentionParams& p, int br) {
 // whose K and V (elem_bytes an element, a kv head shared by its group's head units) fit half the L2.
 TileScheduler scheduler_of(const AttentionParams& p, int br, int d, int elem_bytes, bool longest_first, int pack,
                            cudaStream_t stream) {
-  const double kv_bytes = 2.0 * elem_bytes * p.seqlen_k * d / (p.heads_q / p.heads_kv / pack);
+  const double kv_bytes = forward_block_bytes(p.seqlen_k, d, p.heads_q / p.heads_kv / pack, elem_bytes);
   const int sections = l2_sections(device_attribute(cudaDevAttrL2CacheSize), kv_bytes, p.heads_q / pack * p.batch);
   const int rows = br / pack;
   return TileScheduler{(p.seqlen_q + rows - 1) / rows, p.heads_q / pack, p.batch, pack,
