@@ -1,7 +1,6 @@
 #include "launch.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <vector>
 
 #include "cuda_check.hpp"
@@ -104,7 +103,10 @@ DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(st
     }
 
   const int d = fa2_padded_head_dim(int(problem.head_dim));
-  const TileShape fa3 = fa3_forward_shape(d);
+  // Each kernel's tiles, as its launch will pick them (shapes.hpp): for the dense mask's lists and the deals.
+  const TileShape fa3 = fa3_forward_shape(d), fwd = fa2_forward_shape(d),
+                  kv = fa2_backward_shape(d, int(max_smem_per_block()));
+  const int variants = problem.mask_varies_by_batch() ? int(problem.batch) : 1;
   dense_ = !problem.interval_mask();
   if (dense_) {
     // The bits, row by row in 32-key words; a dimension the mask does not have gets stride 0.
@@ -123,11 +125,9 @@ DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(st
           for (int64_t j = 0; j < sk; ++j)
             if (m.at(b, h, i, j)) at[j / 32] = int32_t(uint32_t(at[j / 32]) | (1u << (j % 32)));
 
-    // The lists at each fa2 kernel's tiles and at fa3's forward, as their launches will pick them (shapes.hpp).
+    // The lists at each fa2 kernel's tiles and at fa3's forward.
     if (d == 0) throw Error("fa2 takes head dims up to 256: no block lists for head_dim " + std::to_string(problem.head_dim));
-    const int variants = m.varies_by_batch() ? int(problem.batch) : 1;
-    const TileShape fwd = fa2_forward_shape(d), kv = fa2_backward_shape(d, int(max_smem_per_block())),
-                    dq = fa2_backward_dq_shape(d);
+    const TileShape dq = fa2_backward_dq_shape(d);
     append_lists(problem, fwd.block_m, fwd.block_n, true, variants, forward_, words);
     append_lists(problem, kv.block_m, kv.block_n, false, variants, dkdv_, words);
     append_lists(problem, dq.block_m, dq.block_n, true, variants, dq_, words);
@@ -142,9 +142,8 @@ DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(st
   // They deal them in even sections of (batch, head) pairs sized by what a pair's longest line reads
   // (tile_order.hpp l2_sections), block_bytes a block of its walk (forward_block_bytes, dkdv_block_bytes).
   // The simulator deals the same way (simulator/model.cpp flashlab_deal).
-  const int variants = problem.mask_varies_by_batch() ? int(problem.batch) : 1;
-  auto append_order = [&](const Lists& of, int block_m, int block_n, bool by_q, Order& out, double block_bytes = 0,
-                          int pairs = 1) {
+  auto append_order = [&](const Lists& of, int block_m, int block_n, bool by_q, Order& out, double block_bytes,
+                          int pairs) {
     std::vector<int64_t> walk;
     if (dense_) {
       const int lines = of.lists.lines, listed = of.lists.by_batch ? int(problem.batch) : 1;
@@ -164,7 +163,6 @@ DeviceMask::DeviceMask(const Problem& problem, cudaStream_t stream) : stream_(st
     words.insert(words.end(), order.begin(), order.end());
   };
   if (d != 0) {
-    const TileShape fwd = fa2_forward_shape(d), kv = fa2_backward_shape(d, int(max_smem_per_block()));
     const int group = int(problem.heads_q / problem.heads_kv), batch = int(problem.batch);
     append_order(forward_, fwd.block_m, fwd.block_n, true, fa2_forward_order_, forward_block_bytes(fwd.block_n, d, group),
                  int(problem.heads_q) * batch);

@@ -246,8 +246,9 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   // Under a mask function the Q blocks' walks differ in length too, so they take the causal path: the
   // atomic counter, which balances whatever the lengths (a CTA that drew short tiles takes more), within
   // L2-sized sections, in the mask's longest-walk-first order (DeviceMask made the deal once, with the
-  // mask: tiled::longest_first, the sections sized by the longest walk's K/V). The causal order, last Q block first, was that for prefix-LM but not for
-  // documents (fa3's document rows missed 1.2x their density's time: bench/README.md).
+  // mask: tiled::longest_first, the sections sized by the longest walk's K/V). The causal order, last Q
+  // block first, was that for prefix-LM but not for documents (fa3's document rows missed 1.2x their
+  // density's time: bench/README.md).
   TileScheduler sched = scheduler_of(p, S::kBr, D, 2, causal || mask, pack, stream);
   if (mask && p.fa3_forward_deal.lines) {
     if (p.fa3_forward_deal.len != sched.num_m)
