@@ -46,19 +46,26 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
     // S^T and dP^T: D / 16 steps of 16 along the head dim, A = this consumer's 64 keys, B = the Q block.
     float acc_s[kBr / 8][4], acc_dp[kBr / 8][4];
     wgmma_fence();
+    // Descriptors from one base an operand, made where issued (ptx.cuh fresh; v5): at d = 64 the main
+    // loop's 2-6 spill instructions of the deterministic and mask kernels gone; with softcap (S and dP
+    // both held) 20-32 before, 24-43 after.
+    const uint64_t k0 = fresh<true>(sw128_desc(smem_u32(&sm.k[0][w * 64][0]), 16, 1024));
+    const uint64_t q0 = fresh<true>(sw128_desc(smem_u32(&sm.q[st][0][0][0]), 16, 1024));
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t off = (kk % 4) * 32;  // bytes into the 128-byte swizzled row
-      const uint64_t a = sw128_desc(smem_u32(&sm.k[kk / 4][w * 64][0]) + off, 16, 1024);
-      const uint64_t bq = sw128_desc(smem_u32(&sm.q[st][kk / 4][0][0]) + off, 16, 1024);
+      const uint64_t a = desc_plus(k0, (kk / 4) * uint32_t(sizeof(sm.k[0])) + off);
+      const uint64_t bq = desc_plus(q0, (kk / 4) * uint32_t(sizeof(sm.q[0][0])) + off);
       mma_ss<kBr, T>(acc_s, a, bq, kk > 0);
     }
     wgmma_commit();  // S^T's group
+    const uint64_t v0 = fresh<true>(sw128_desc(smem_u32(&sm.v[0][w * 64][0]), 16, 1024));
+    const uint64_t o0 = fresh<true>(sw128_desc(smem_u32(&sm.d_o[st][0][0][0]), 16, 1024));
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t off = (kk % 4) * 32;
-      const uint64_t a = sw128_desc(smem_u32(&sm.v[kk / 4][w * 64][0]) + off, 16, 1024);
-      const uint64_t bo = sw128_desc(smem_u32(&sm.d_o[st][kk / 4][0][0]) + off, 16, 1024);
+      const uint64_t a = desc_plus(v0, (kk / 4) * uint32_t(sizeof(sm.v[0])) + off);
+      const uint64_t bo = desc_plus(o0, (kk / 4) * uint32_t(sizeof(sm.d_o[0][0])) + off);
       mma_ss<kBr, T>(acc_dp, a, bo, kk > 0);
     }
     wgmma_commit();  // dP^T's
@@ -152,16 +159,12 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
 
     // dV += P^T dO, dK += dS^T Q: kBr / 16 steps of 16 query rows, B read N-major.
     wgmma_fence();
+    const uint64_t o0_n = fresh<true>(sw128_desc(smem_u32(&sm.d_o[st][0][0][0]), kBr * 128, 1024));
+    const uint64_t q0_n = fresh<true>(sw128_desc(smem_u32(&sm.q[st][0][0][0]), kBr * 128, 1024));
 #pragma unroll
-    for (int kk = 0; kk < kBr / 16; ++kk) {
-      const uint64_t bo = sw128_desc(smem_u32(&sm.d_o[st][0][kk * 16][0]), kBr * 128, 1024);
-      mma_rs_bt<D, T>(acc_dv, pa[kk], bo, 1);
-    }
+    for (int kk = 0; kk < kBr / 16; ++kk) mma_rs_bt<D, T>(acc_dv, pa[kk], desc_plus(o0_n, kk * 16 * 128), 1);
 #pragma unroll
-    for (int kk = 0; kk < kBr / 16; ++kk) {
-      const uint64_t bq = sw128_desc(smem_u32(&sm.q[st][0][kk * 16][0]), kBr * 128, 1024);
-      mma_rs_bt<D, T>(acc_dk, dsa[kk], bq, 1);
-    }
+    for (int kk = 0; kk < kBr / 16; ++kk) mma_rs_bt<D, T>(acc_dk, dsa[kk], desc_plus(q0_n, kk * 16 * 128), 1);
     wgmma_commit();
 
     // dQ's 64 x 64 block of this consumer: A = dS (rows: its 64 query rows), B = K (its 64 columns), both
@@ -171,12 +174,11 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
     {
       const int qa = S::kDqByRows ? w : 0, kb = S::kDqByRows ? 0 : w;
       wgmma_fence();
+      const uint64_t a0 = fresh<true>(sw128_desc(smem_u32(&sm.ds[t & 1][qa][0][0]), kBc * 128, 1024));
+      const uint64_t b0 = fresh<true>(sw128_desc(smem_u32(&sm.k[kb][0][0]), kBc * 128, 1024));
 #pragma unroll
-      for (int kk = 0; kk < kBc / 16; ++kk) {
-        const uint64_t a = sw128_desc(smem_u32(&sm.ds[t & 1][qa][kk * 16][0]), kBc * 128, 1024);
-        const uint64_t bk = sw128_desc(smem_u32(&sm.k[kb][kk * 16][0]), kBc * 128, 1024);
-        mma_ss_tt<64, T>(acc_dq, a, bk, kk > 0);
-      }
+      for (int kk = 0; kk < kBc / 16; ++kk)
+        mma_ss_tt<64, T>(acc_dq, desc_plus(a0, kk * 16 * 128), desc_plus(b0, kk * 16 * 128), kk > 0);
       wgmma_commit();
     }
     wgmma_wait<0>();

@@ -74,11 +74,16 @@ constexpr int kKStep = 32 / int(sizeof(T));
 // each, a new 128-byte row block every four.
 template <class S, typename T>
 __device__ __forceinline__ void issue_qk(float (&acc_s)[S::kBc / 8][4], Smem<S, T>& sm, int wg, int s) {
+  // Descriptors from one base an operand, made where issued at d = 256 (ptx.cuh fresh: 20-23 spill
+  // instructions in the main loop before, none after; d <= 128 had none, and keeps its code).
+  constexpr bool kFresh = S::D > 128;
+  const uint64_t a0 = fresh<kFresh>(sw128_desc(smem_u32(&sm.q[0][wg * 64][0]), 16, 1024));
+  const uint64_t b0 = fresh<kFresh>(sw128_desc(smem_u32(&sm.k[s][0][0][0]), 16, 1024));
 #pragma unroll
   for (int kk = 0; kk < S::D / kKStep<T>; ++kk) {
     const uint32_t off = (kk % 4) * 32;  // bytes into the 128-byte swizzled row
-    const uint64_t a = sw128_desc(smem_u32(&sm.q[kk / 4][wg * 64][0]) + off, 16, 1024);
-    const uint64_t b = sw128_desc(smem_u32(&sm.k[s][kk / 4][0][0]) + off, 16, 1024);
+    const uint64_t a = desc_plus(a0, (kk / 4) * uint32_t(sizeof(sm.q[0])) + off);
+    const uint64_t b = desc_plus(b0, (kk / 4) * uint32_t(sizeof(sm.k[0][0])) + off);
     mma_ss<S::kBc, T>(acc_s, a, b, kk > 0);
   }
   wgmma_commit();
@@ -89,14 +94,14 @@ __device__ __forceinline__ void issue_qk(float (&acc_s)[S::kBc / 8][4], Smem<S, 
 template <class S, typename T>
 __device__ __forceinline__ void issue_pv(float (&acc_o)[S::D / 8][4], const uint32_t (&pa)[S::kBc / kKStep<T>][4],
                                          Smem<S, T>& sm, int s) {
+  const uint64_t b0 = fresh<(S::D > 128)>(Smem<S, T>::kVt ? sw128_desc(smem_u32(&sm.v[s][0][0][0]), 16, 1024)
+                                                        : sw128_desc(smem_u32(&sm.v[s][0][0][0]), S::kBc * 128, 1024));
 #pragma unroll
   for (int kk = 0; kk < S::kBc / kKStep<T>; ++kk) {
     if constexpr (Smem<S, T>::kVt) {
-      const uint64_t b = sw128_desc(smem_u32(&sm.v[s][kk / 4][0][0]) + (kk % 4) * 32, 16, 1024);
-      mma_rs<S::D, T>(acc_o, pa[kk], b, 1);
+      mma_rs<S::D, T>(acc_o, pa[kk], desc_plus(b0, (kk / 4) * uint32_t(sizeof(sm.v[0][0])) + (kk % 4) * 32), 1);
     } else {
-      const uint64_t b = sw128_desc(smem_u32(&sm.v[s][0][kk * 16][0]), S::kBc * 128, 1024);
-      mma_rs_bt<S::D, T>(acc_o, pa[kk], b, 1);
+      mma_rs_bt<S::D, T>(acc_o, pa[kk], desc_plus(b0, kk * 16 * 128), 1);
     }
   }
   wgmma_commit();

@@ -49,6 +49,11 @@
 //       (bench/results/masks-h100-2026-11-24-fa3.csv): fa3 forward+backward against density x unmasked
 //       1.08-1.24 with prefix-LM, 1.31-1.72 with documents (8 in 16k tokens: short walks, partial tiles at
 //       every document's edges); documents 6.2-7.2x cuDNN with the dense mask at s = 16k.
+//   v5  each GEMM's k-step descriptors from one base an operand, made where issued (ptx.cuh fresh, as the
+//       forward's v14): at d = 64 the deterministic and masked kernels' 2-6 spill instructions in the main
+//       loop gone (SASS); softcap at d = 64 20-32 -> 24-43 (S and dP both held; not timed). A/B in one
+//       process, both orders, forward + backward (forward unchanged at d <= 128), H100, 2026-11-26
+//       (bench/results/ab-h100-2026-11-26-fa3-fresh-desc-fwdbwd*.csv): 0.987-1.029x a cell.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

@@ -39,7 +39,7 @@
 // seqlen = 16k, heads x d = 2048, against SDPA's cuDNN backend in the same process
 // (bench/results/gpu-h100-2026-11-23-fa3-final.csv), s = 1k-16k: d = 64 0.86-1.01x (causal 0.82-0.95x),
 // d = 128 0.87-0.99x (causal 0.83-1.00x), d = 256 0.78-0.87x (causal 0.76-0.81x; v10, 2026-11-24:
-// 0.82-0.92x, causal 0.74-0.87x); against our fa2 at
+// 0.82-0.92x, causal 0.74-0.87x; v14, 2026-11-26: 0.86-0.98x, causal 0.82-0.93x); against our fa2 at
 // d = 128, s >= 4k: 1.54-1.63x.
 //
 // Version index (bench/gpu_compare.py, bench/ab_libs.py --kernel fa3; H100, the sweep above, TFLOP/s at
@@ -94,6 +94,13 @@
 //       (bench/results/masks-h100-2026-11-26-fa3-deal*.csv): mask_vs_density 0.97-1.21, within 1.2 on 12
 //       and 11 of 12 cells; causal without a mask 0.82-0.95x cuDNN at d = 64 and 128, s = 1k-16k
 //       (gpu-h100-2026-11-26-fa3-sections.csv), within the spread of earlier runs.
+//   v14 d = 256 without spills in the main loop: each GEMM's k-step descriptors from one base an operand,
+//       made where they are issued (ptx.cuh fresh) where the compiler had hoisted them out of the tile loop
+//       (S = Q K^T's 16 k-steps held 32 registers). SASS spill instructions between the first and last
+//       HGMMA: 20-23 -> 0 (unmasked, softcap, PackGQA; masked 65-82 -> 35-53; FP8 d = 256 0, softcapped
+//       21); d <= 128 keeps its code. A/B in one process, both orders, H100, 2026-11-26 (bench/results/
+//       ab-h100-2026-11-26-fa3-fresh-desc-d256-fwd*.csv): +1.8% to +5.3% a cell (geometric mean of the
+//       orders), 509-652 TFLOP/s, 0.82-0.98x cuDNN in the same runs.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -120,6 +120,21 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t smem_addr, uint32_t lead
   return d;
 }
 
+// A descriptor `bytes` (a multiple of 16) further along shared memory: its start address field (bits 0-13,
+// the address / 16) moved; every address stays below 256 KiB, so nothing carries into the other fields.
+__device__ __forceinline__ uint64_t desc_plus(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+
+// With kFresh, `x` as far as the compiler knows made anew here: a GEMM's k-step descriptors derived from it
+// are computed where they are issued instead of being hoisted out of the tile loop and held in registers
+// (the forward at d = 256 held 32 for the 16 k-steps of S = Q K^T, and its consumers spilled in the main
+// loop). Without, `x` as it is: the compiler may hoist (where registers are to spare, and the kernels were
+// measured so).
+template <bool kFresh>
+__device__ __forceinline__ uint64_t fresh(uint64_t x) {
+  if constexpr (kFresh) asm volatile("" : "+l"(x));
+  return x;
+}
+
 // ---- named barriers (PTX ISA "bar.sync"): a subset of the CTA's warps meet at barrier `id` (1..15;
 // 0 is __syncthreads'); arrive signals without waiting.
 __device__ __forceinline__ void named_sync(int id, int threads) {
