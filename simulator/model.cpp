@@ -205,6 +205,11 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   const double drain = sharing == 1 ? g.dram_latency_s : 0.0;
   setup.cta_start_s = shape.persistent ? 0.0 : waits.later + drain;
   setup.first_wave_start_s = shape.persistent ? 0.0 : waits.first_wave + drain;
+  if (!shape.persistent) {  // CTAs that start together share the chip for their first loads (replay.hpp)
+    setup.dram_bytes_per_s = g.hbm_effective();
+    setup.l2_bytes_per_s = g.l2_bandwidth;
+    setup.latency_s = g.dram_latency_s;
+  }
   KernelTimeline* tl = nullptr;
   if (o.timeline) {
     o.timeline->push_back({to_string(algo) + (backward ? " backward" : " forward"), setup.slots, setup.sms, 0, {}});

@@ -25,8 +25,38 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
   Segment seg;
   ReplayResult r;
   int64_t next_cta = 0;
+  const bool bursts = setup.dram_bytes_per_s > 0 && setup.l2_bytes_per_s > 0;
+  // The burst in flight: its CTAs (slot, the time it started, its first segment's compute), its start and
+  // the bytes it has sent so far (DRAM traffic as the L2 counts it, accesses through the L2).
+  struct Member {
+    int64_t slot;
+    double t, seconds, dram, l2;  // dram, l2: the burst's bytes once this CTA's are in
+  };
+  std::vector<Member> burst;
+  double burst_t0 = 0, burst_dram = 0, burst_l2 = 0;
+  // When bytes sent since the burst opened are through: one round trip, then DRAM and L2 at their rates.
+  auto through = [&](double dram, double l2_bytes) {
+    return burst_t0 + setup.latency_s + std::max(dram / setup.dram_bytes_per_s, l2_bytes / setup.l2_bytes_per_s);
+  };
+  auto burst_end = [&] { return through(burst_dram, burst_l2); };
+  // Served in the order the CTAs joined, those that joined at the same time together (a wave that starts
+  // together finishes together): a CTA computes once its bytes and those sent with or before it are through.
+  auto close_burst = [&] {
+    for (size_t i = burst.size(); i-- > 1;)
+      if (burst[i - 1].t == burst[i].t) {
+        burst[i - 1].dram = burst[i].dram;
+        burst[i - 1].l2 = burst[i].l2;
+      }
+    for (const Member& m : burst)
+      pending.push({std::max(m.t + setup.cta_start_s, through(m.dram, m.l2)) + m.seconds, m.slot});
+    burst.clear();
+  };
   while (!pending.empty()) {
     auto [t, s] = pending.top();
+    if (!burst.empty() && t >= burst_end()) {  // the burst's loads are through before this event
+      close_burst();
+      continue;
+    }
     pending.pop();
     Slot& sl = slot[s];
     if (sl.cta >= 0 && sl.next == sl.count) {  // its CTA is done
@@ -34,21 +64,29 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
       if (timeline) timeline->push_back(sl.span);
       sl.cta = -1;
     }
+    bool first = false;
     if (sl.cta < 0) {  // take the next CTA in launch order, if any
       if (next_cta == n) {
         r.makespan_s = std::max(r.makespan_s, t);
+        if (pending.empty() && !burst.empty()) close_burst();
         continue;
       }
       sl.cta = next_cta++;
       sl.next = 0;
       sl.count = grid.segments(sl.cta);
       sl.span = CtaSpan{sl.cta, s, grid.head(sl.cta), t, t, 0, 0};
-      t += sl.cta < slots ? setup.first_wave_start_s : setup.cta_start_s;
+      first = bursts;
+      if (!bursts) t += sl.cta < slots ? setup.first_wave_start_s : setup.cta_start_s;
       if (sl.count == 0) {
-        pending.push({t, s});
+        pending.push({t + (bursts ? setup.cta_start_s : 0.0), s});
         continue;
       }
     }
+    if (first && burst.empty()) {
+      burst_t0 = t;
+      burst_dram = burst_l2 = 0;
+    }
+    const double dram_before = l2.dram_read() + l2.dram_write();
     seg.accesses.clear();
     seg.seconds = seg.elements = seg.partial_elements = 0;
     if (!probed.empty() && grid.head(sl.cta) == probe->head) {
@@ -70,6 +108,13 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
       }
       sl.span.hit_bytes += hit;
       sl.span.miss_bytes += a.bytes - hit;
+      if (first) burst_l2 += a.bytes;
+    }
+    if (first) {  // joins the burst: computes once the burst's bytes are through
+      burst_dram += l2.dram_read() + l2.dram_write() - dram_before;
+      burst.push_back({s, t, seg.seconds * setup.time_scale, burst_dram, burst_l2});
+      if (pending.empty()) close_burst();
+      continue;
     }
     pending.push({t + seg.seconds * setup.time_scale, s});
   }
