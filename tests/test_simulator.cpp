@@ -18,6 +18,7 @@
 #include "flashlab/error.hpp"
 #include "gpu_spec.hpp"
 #include "model.hpp"
+#include "replay.hpp"
 #include "shapes.hpp"
 
 using namespace flashlab;
@@ -374,4 +375,44 @@ TEST_CASE("FlashAttention-2 paper, A100 80GB: efficiencies of FA1 and FA2 over t
   CHECK(fa1_fwd_ok >= 18);
   CHECK(ratio_ok >= 18);
   CHECK(bwd_below_ok >= 18);
+}
+
+namespace {
+// A grid of equal CTAs, each loading a block of its own (an L2 miss) and then computing `seconds`.
+class EqualCtas : public CtaGrid {
+ public:
+  EqualCtas(int64_t n, double bytes, double seconds) : n_(n), bytes_(bytes), seconds_(seconds) {}
+  int64_t ctas() const override { return n_; }
+  int64_t segments(int64_t) const override { return 1; }
+  void segment(int64_t cta, int64_t, Segment& out) const override {
+    out.seconds = seconds_;
+    out.accesses.push_back({uint32_t(cta), bytes_, AccessKind::load});
+  }
+  uint32_t keys() const override { return uint32_t(n_); }
+  int64_t head(int64_t) const override { return 0; }
+
+ private:
+  int64_t n_;
+  double bytes_, seconds_;
+};
+}  // namespace
+
+TEST_CASE("replay: a wave of equal CTAs waits for all its first loads together (bursts); a CTA alone for its own") {
+  const double bytes = 1e6, seconds = 10e-6, rate = 1e12;  // a CTA's load alone: 1 us at the chip's rate
+  ReplaySetup setup;
+  setup.slots = setup.sms = 4;
+  setup.l2_capacity = 1e9;
+  setup.dram_bytes_per_s = rate;
+  setup.l2_bytes_per_s = 1e15;
+  const EqualCtas two_waves(8, bytes, seconds);
+  // Times in microseconds: doctest's Approx adds an absolute margin (about 1e-5) that would hide them.
+  // Each wave: its four CTAs' 4 MB through DRAM (4 us) before any computes, then 10 us together.
+  CHECK(replay(two_waves, setup).makespan_s * 1e6 == doctest::Approx(2 * (4 + 10)));
+  // With one slot every CTA starts alone: its own 1 us, then 10 us.
+  setup.slots = 1;
+  CHECK(replay(EqualCtas(3, bytes, seconds), setup).makespan_s * 1e6 == doctest::Approx(3 * 11));
+  // Without bursts a start costs cta_start_s (here nothing): 2 x 10 us.
+  setup.slots = 4;
+  setup.dram_bytes_per_s = setup.l2_bytes_per_s = 0;
+  CHECK(replay(two_waves, setup).makespan_s * 1e6 == doctest::Approx(20));
 }
