@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""What a partial tile (one on a mask's edge, element-masked) costs against a full one, in flashlab's fa2 forward.
+
+Runs on the GPU machine. Times fa2's forward (its mask instantiation) with document masks of 4096 and 2048 tokens
+over 16k tokens x 16 heads, aligned to the tiles, and shifted by 64 keys so that each Q block's walk gains a
+partial tile at both ends; counts both masks' full and partial tiles at the kernel's tiles (Br 128; Bc 128 at
+d = 64, 64 at d = 128), and solves time(shifted) / time(aligned) for the partial tile's cost in full tiles.
+Both in one process, each timed twice (the least kept).
+
+    FLASHLAB_LIBRARY=build/capi/libflashlab.so PYTHONPATH=python python3 simulator/validation/partial_tiles.py
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+import torch  # noqa: E402
+from mask_compare import Kernel, Timer  # noqa: E402
+timer = Timer(torch)
+
+def tiles(docs, br, bc):
+    ends, b = [], 0
+    for L in docs:
+        ends += [(b, b + L)] * L
+        b += L
+    full = part = 0
+    for i in range(0, len(ends), br):
+        rows = ends[i:i + br]
+        lo, hi = min(r[0] for r in rows), max(r[1] for r in rows)
+        for j in range(lo // bc, (hi - 1) // bc + 1):
+            c0, c1 = j * bc, (j + 1) * bc
+            if all(r[0] <= c0 and c1 <= r[1] for r in rows): full += 1
+            elif any(r[0] < c1 and c0 < r[1] for r in rows): part += 1
+    return full, part
+
+s, b, h = 16384, 1, 16
+for d, bc in ((64, 128), (128, 64)):
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
+    o = torch.empty_like(q); lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+    grads = [do, torch.empty_like(q), torch.empty_like(q), torch.empty_like(q)]
+    for L in (4096, 2048):
+        aligned = [L] * (s // L)
+        shifted = [64] + [L] * (s // L - 1) + [L - 64]
+        t = {}
+        for name, docs in (("aligned", aligned), ("shifted", shifted)) * 2:
+            kern = Kernel("fa2", torch, q, k, v, o, lse, grads, mask=("document", docs))
+            t.setdefault(name, []).append(timer.median_ms(kern.forward))
+            kern.close()
+        fa, pa = tiles(aligned, 128, bc)
+        fs, ps = tiles(shifted, 128, bc)
+        ta, ts = min(t["aligned"]), min(t["shifted"])
+        # time a tile if partial tiles cost (1 + x) full ones: ts/ta = (fs + ps (1 + x)) / (fa + pa (1 + x))
+        x = (ts / ta * (fa + pa) - (fs + ps)) / (ps - ts / ta * pa) if ps else float("nan")
+        print(f"d={d} docs {L}: aligned {fa} full + {pa} partial tiles a head, {t['aligned']} ms; shifted {fs} + {ps}, "
+              f"{t['shifted']} ms; a partial tile costs {1 + x:.2f}x a full one", flush=True)
