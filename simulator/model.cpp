@@ -203,9 +203,10 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   const StartWaits waits = start_waits(g, first_loads(shape, algo, backward, d, dv, e_in), ctas, double(setup.slots),
                                        ctas / (double(p.batch) * double(p.heads_q)));
   const double drain = sharing == 1 ? g.dram_latency_s : 0.0;
+  // CTAs that start together share the chip for their first loads (replay.hpp, bursts; the first wave is
+  // the first burst), each waiting at least its own round trip and bytes (cta_start_s).
   setup.cta_start_s = shape.persistent ? 0.0 : waits.later + drain;
-  setup.first_wave_start_s = shape.persistent ? 0.0 : waits.first_wave + drain;
-  if (!shape.persistent) {  // CTAs that start together share the chip for their first loads (replay.hpp)
+  if (!shape.persistent) {
     setup.dram_bytes_per_s = g.hbm_effective();
     setup.l2_bytes_per_s = g.l2_bandwidth;
     setup.latency_s = g.dram_latency_s;

@@ -76,7 +76,7 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
       sl.count = grid.segments(sl.cta);
       sl.span = CtaSpan{sl.cta, s, grid.head(sl.cta), t, t, 0, 0};
       first = bursts;
-      if (!bursts) t += sl.cta < slots ? setup.first_wave_start_s : setup.cta_start_s;
+      if (!bursts) t += setup.cta_start_s;
       if (sl.count == 0) {
         pending.push({t + (bursts ? setup.cta_start_s : 0.0), s});
         continue;

@@ -63,15 +63,13 @@ struct ReplaySetup {
   int64_t sms = 1;                // slot s belongs to SM s % sms (the first wave spreads over the SMs)
   double l2_capacity = 0;         // bytes the replayed blocks may occupy
   double cta_start_s = 0;         // a CTA's fixed cost before its first segment (its first loads' wait)
-  double first_wave_start_s = 0;  // the same for the CTAs dispatched at time 0, which start together
   // Bursts (non-persistent grids; 0: off): CTAs that start while others' first loads are in flight share
   // the chip with them. A burst opens when a CTA starts, and every CTA that starts before the burst's bytes
   // are through joins it: its first segment's DRAM traffic (the L2's misses and the write-backs they
   // force: the stores of the CTAs that ended, left dirty in the L2) goes at dram_bytes_per_s, its accesses
   // at l2_bytes_per_s, after one round trip (latency_s). Served in the order they joined, those that joined
   // at the same time together: a wave of equal CTAs starts computing together, when all its bytes are in.
-  // A CTA alone still waits cta_start_s at least. With bursts on, first_wave_start_s is not used: the
-  // first wave is the first burst.
+  // A CTA alone still waits cta_start_s at least; the first wave is the first burst.
   double dram_bytes_per_s = 0, l2_bytes_per_s = 0, latency_s = 0;
   Replacement replacement = Replacement::random;
   double time_scale = 1;          // segment seconds are per SM; the CTAs sharing an SM each run this much slower
