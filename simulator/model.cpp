@@ -116,9 +116,10 @@ FirstLoads first_loads(const KernelShape& shape, Algo algo, bool backward, doubl
 //   later       A CTA that starts while the other SMs compute pulls at one SM's own rates (sm_read.cu:
 //               one SM reading alone): its own block from DRAM, the streamed one from L2, where the CTAs
 //               of its head put it. Without the preset's measured rates, the round trip alone.
-//   first_wave  The first wave's CTAs start together and share the chip: every own block and each head's
-//               first streamed block from DRAM, every CTA's bytes through L2, at the chip's rates (what
-//               sm_read.cu measures with every SM reading: each SM's share of them).
+//   first_wave  A persistent kernel's first wave (the replay's bursts share the chip for every other
+//               kernel's CTAs that start together): every own block and each head's first streamed block
+//               from DRAM, every CTA's bytes through L2, at the chip's rates (what sm_read.cu measures with
+//               every SM reading: each SM's share of them).
 struct StartWaits {
   double later = 0, first_wave = 0;
 };

@@ -75,18 +75,18 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
       sl.next = 0;
       sl.count = grid.segments(sl.cta);
       sl.span = CtaSpan{sl.cta, s, grid.head(sl.cta), t, t, 0, 0};
-      first = bursts;
-      if (!bursts) t += setup.cta_start_s;
       if (sl.count == 0) {
-        pending.push({t + (bursts ? setup.cta_start_s : 0.0), s});
+        pending.push({t + setup.cta_start_s, s});
         continue;
       }
+      first = bursts;
+      if (!bursts) t += setup.cta_start_s;
     }
     if (first && burst.empty()) {
       burst_t0 = t;
       burst_dram = burst_l2 = 0;
     }
-    const double dram_before = l2.dram_read() + l2.dram_write();
+    const double dram_before = first ? l2.dram_read() + l2.dram_write() : 0.0;
     seg.accesses.clear();
     seg.seconds = seg.elements = seg.partial_elements = 0;
     if (!probed.empty() && grid.head(sl.cta) == probe->head) {

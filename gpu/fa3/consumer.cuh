@@ -70,15 +70,18 @@ struct Rows {
 template <typename T>
 constexpr int kKStep = 32 / int(sizeof(T));
 
+// Each GEMM's k-step descriptors from one base an operand, made where issued (ptx.cuh fresh) at d = 256,
+// where the compiler held S = Q K^T's 16 of them through the loop and the consumers spilled (20-23 spill
+// instructions in the main loop before, none after); d <= 128 had none, and keeps its code.
+template <class S>
+constexpr bool kFreshDescriptors = S::D > 128;
+
 // S = Q K^T for this warpgroup's 64 rows against K in stage s: D / kKStep wgmmas of 32 bytes of head dim
 // each, a new 128-byte row block every four.
 template <class S, typename T>
 __device__ __forceinline__ void issue_qk(float (&acc_s)[S::kBc / 8][4], Smem<S, T>& sm, int wg, int s) {
-  // Descriptors from one base an operand, made where issued at d = 256 (ptx.cuh fresh: 20-23 spill
-  // instructions in the main loop before, none after; d <= 128 had none, and keeps its code).
-  constexpr bool kFresh = S::D > 128;
-  const uint64_t a0 = fresh<kFresh>(sw128_desc(smem_u32(&sm.q[0][wg * 64][0]), 16, 1024));
-  const uint64_t b0 = fresh<kFresh>(sw128_desc(smem_u32(&sm.k[s][0][0][0]), 16, 1024));
+  const uint64_t a0 = fresh<kFreshDescriptors<S>>(sw128_desc(smem_u32(&sm.q[0][wg * 64][0]), 16, 1024));
+  const uint64_t b0 = fresh<kFreshDescriptors<S>>(sw128_desc(smem_u32(&sm.k[s][0][0][0]), 16, 1024));
 #pragma unroll
   for (int kk = 0; kk < S::D / kKStep<T>; ++kk) {
     const uint32_t off = (kk % 4) * 32;  // bytes into the 128-byte swizzled row
@@ -94,8 +97,8 @@ __device__ __forceinline__ void issue_qk(float (&acc_s)[S::kBc / 8][4], Smem<S, 
 template <class S, typename T>
 __device__ __forceinline__ void issue_pv(float (&acc_o)[S::D / 8][4], const uint32_t (&pa)[S::kBc / kKStep<T>][4],
                                          Smem<S, T>& sm, int s) {
-  const uint64_t b0 = fresh<(S::D > 128)>(Smem<S, T>::kVt ? sw128_desc(smem_u32(&sm.v[s][0][0][0]), 16, 1024)
-                                                        : sw128_desc(smem_u32(&sm.v[s][0][0][0]), S::kBc * 128, 1024));
+  const uint64_t b0 = fresh<kFreshDescriptors<S>>(
+      sw128_desc(smem_u32(&sm.v[s][0][0][0]), Smem<S, T>::kVt ? 16 : S::kBc * 128, 1024));
 #pragma unroll
   for (int kk = 0; kk < S::kBc / kKStep<T>; ++kk) {
     if constexpr (Smem<S, T>::kVt) {
