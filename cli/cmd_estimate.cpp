@@ -1,13 +1,17 @@
 // flashlab estimate: the simulator's IO and roofline model for a problem on a GPU,
 // at one sequence length or over a sweep.
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <iostream>
 #include <memory>
+#include <mutex>
 
 #include "commands.hpp"
 #include "decode.hpp"
 #include "decode_flags.hpp"
 #include "flashlab/error.hpp"
+#include "flashlab/parallel.hpp"
 #include "gpu_spec.hpp"
 #include "problem_flags.hpp"
 #include "plot.hpp"
@@ -160,16 +164,21 @@ void add_estimate(CLI::App& app) {
         throw Error("--timeline '" + opts->timeline + "': the file must end in .svg or .json");
       options.timeline = &timeline;
     }
+    // A sweep's points are independent: estimated on every core, reported in order.
     const auto t0 = std::chrono::steady_clock::now();
-    for (size_t n = 0; n < seqlens.size(); ++n) {
+    std::vector<std::vector<sim::Estimate>> points(seqlens.size());
+    std::atomic<size_t> done = 0;
+    std::mutex progress;
+    parallel_for(int64_t(seqlens.size()), [&](int64_t n) {
       ProblemFlags f = opts->flags;
-      f.seqlen = seqlens[n];
-      const Problem p = f.problem();
-      auto rows = sim::estimate_all(p, gpu, algos, pass, options);
-      all.insert(all.end(), rows.begin(), rows.end());
-      if (seqlens.size() > 200 && (n + 1) % 200 == 0)
-        std::cerr << "estimate: " << n + 1 << "/" << seqlens.size() << " points\n";
-    }
+      f.seqlen = seqlens[size_t(n)];
+      points[size_t(n)] = sim::estimate_all(f.problem(), gpu, algos, pass, options);
+      if (const size_t k = ++done; seqlens.size() > 200 && k % 200 == 0) {
+        const std::lock_guard<std::mutex> lock(progress);
+        std::cerr << "estimate: " << k << "/" << seqlens.size() << " points\n";
+      }
+    });
+    for (const auto& rows : points) all.insert(all.end(), rows.begin(), rows.end());
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!opts->plot.empty()) write_whole(opts->plot, sim::plot_svg(gpu, parse_dtype(opts->flags.dtype), all));
     if (!opts->timeline.empty()) {
@@ -196,7 +205,7 @@ void add_estimate(CLI::App& app) {
                         "ones times this\n",
                         e.algo.c_str(), tiled::BlockMask(p, 0, {e.block_m, e.block_n}).density(),
                         static_cast<long long>(e.block_m), static_cast<long long>(e.block_n));
-      std::printf("(%zu estimates in %.2f ms of CPU)\n", all.size(), ms);
+      std::printf("(%zu estimates in %.2f ms on %d threads)\n", all.size(), ms, std::min(parallel_threads(), int(seqlens.size())));
     }
   });
 }

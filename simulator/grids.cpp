@@ -88,16 +88,24 @@ std::pair<double, double> line_elements(const Band& b, int64_t x0, int64_t x1, i
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Segment k of a line's walk over its band in chunks of G blocks, from the first or (reverse) the last:
-// the chunk, and the blocks [x0, x1) of the band inside it.
+// A line's walk over its band in chunks of G blocks, from the first or (reverse) the last: the chunk it
+// starts in and how many it walks (worked out once a CTA: the replay asks for every segment).
+struct Walk {
+  int32_t first = 0, chunks = 0;
+};
+Walk walk_of(const Band& band, int64_t G, bool reverse) {
+  if (band.b1 <= band.b0) return {};
+  const int64_t lo = band.b0 / G, hi = (band.b1 - 1) / G;
+  return {int32_t(reverse ? hi : lo), int32_t(hi - lo + 1)};
+}
+// Segment k of the walk: the chunk, and the blocks [x0, x1) of the band inside it.
 struct Chunk {
   int64_t c, x0, x1;
 };
-Chunk chunk_at(const Band& band, int64_t k, int64_t G, bool reverse) {
-  const int64_t c = reverse ? (band.b1 - 1) / G - k : band.b0 / G + k;
+Chunk chunk_at(const Band& band, const Walk& w, int64_t k, int64_t G, bool reverse) {
+  const int64_t c = reverse ? w.first - k : w.first + k;
   return {c, std::max(c * G, band.b0), std::min((c + 1) * G, band.b1)};
 }
-int64_t chunks_in(const Band& band, int64_t G) { return band.b1 <= band.b0 ? 0 : (band.b1 - 1) / G - band.b0 / G + 1; }
 
 // The chunk size G: tiles / G^axes stays under kMaxSegments.
 int64_t chunk_for(double tiles, int axes) {
@@ -138,6 +146,7 @@ struct Base {
 
 struct Tile {
   int32_t b, h, x;  // batch entry, query head, block (Q block forward, K/V block backward)
+  Walk walk = {};   // its band's chunks
 };
 
 // The deal's tiles in order, (entry, head, line) each: gpu/tile_order.hpp's longest_first_tile over
@@ -193,13 +202,12 @@ class ForwardGrid final : public CtaGrid {
           }
       }
     }
+    for (Tile& tl : tiles_) tl.walk = walk_of(base_.bands_at(tl.b).of_q[tl.x], G_, reverse_);
   }
   int64_t ctas() const override { return int64_t(tiles_.size()); }
   uint32_t keys() const override { return kv_keys_ + 2 * q_keys_; }
   int64_t head(int64_t c) const override { return int64_t(tiles_[c].b) * base_.p.heads_q + tiles_[c].h; }
-  int64_t segments(int64_t c) const override {
-    return std::max<int64_t>(1, chunks_in(base_.bands_at(tiles_[c].b).of_q[tiles_[c].x], G_));
-  }
+  int64_t segments(int64_t c) const override { return std::max<int32_t>(1, tiles_[c].walk.chunks); }
   std::vector<uint32_t> kv_keys(int64_t head) const override {
     const int64_t b = head / base_.p.heads_q, h = head % base_.p.heads_q;
     std::vector<uint32_t> keys;
@@ -210,8 +218,8 @@ class ForwardGrid final : public CtaGrid {
   int64_t chunk_blocks() const override { return G_; }
   int64_t block(int64_t c) const override { return tiles_[c].x; }
   int64_t segment_chunk(int64_t c, int64_t k) const override {
-    const Band& band = base_.bands_at(tiles_[c].b).of_q[tiles_[c].x];
-    return band.b1 <= band.b0 ? -1 : chunk_at(band, k, G_, reverse_).c;
+    const Tile& tl = tiles_[c];
+    return tl.walk.chunks == 0 ? -1 : chunk_at(base_.bands_at(tl.b).of_q[tl.x], tl.walk, k, G_, reverse_).c;
   }
   void segment(int64_t c, int64_t k, Segment& out) const override {
     const Tile& tl = tiles_[c];
@@ -221,7 +229,7 @@ class ForwardGrid final : public CtaGrid {
     const uint32_t q_key = kv_keys_ + uint32_t((int64_t(tl.b) * base_.p.heads_q + tl.h) * base_.Tr_max + tl.x);
     if (k == 0) out.accesses.push_back({q_key, double(rows * d) * e_in_, AccessKind::load});
     if (band.b1 > band.b0) {
-      const auto [c0, x0, x1] = chunk_at(band, k, G_, reverse_);
+      const auto [c0, x0, x1] = chunk_at(band, tl.walk, k, G_, reverse_);
       const uint32_t kv_key = uint32_t((int64_t(tl.b) * base_.p.heads_kv + base_.kv_head(tl.h)) * chunks_ + c0);
       const int64_t kv = computed_span(band, x0, x1, [&](int64_t a, int64_t b) { return kv_span(s, a, b); });
       out.accesses.push_back({kv_key, double(kv * (d + dv)) * e_in_, AccessKind::load});
@@ -268,12 +276,13 @@ class BackwardGrid final : public CtaGrid {
           for (int64_t j = 0; j < base_.at(b).Tc(); ++j)
             tiles_.push_back({int32_t(b), int32_t(g * p.group()), int32_t(j)});
     }
+    for (Tile& tl : tiles_) tl.walk = walk_of(base_.bands_at(tl.b).of_kv[tl.x], G_, reverse_);
   }
   int64_t ctas() const override { return int64_t(tiles_.size()); }
   uint32_t keys() const override { return 2 * q_keys_ + 2 * kv_keys_; }
   int64_t head(int64_t c) const override { return int64_t(tiles_[c].b) * base_.p.heads_q + tiles_[c].h; }
   // Chunks of the CTA's band (the Q blocks that see its keys), once per query head it walks.
-  int64_t band_chunks(int64_t c) const { return chunks_in(base_.bands_at(tiles_[c].b).of_kv[tiles_[c].x], G_); }
+  int64_t band_chunks(int64_t c) const { return tiles_[c].walk.chunks; }
   int64_t segments(int64_t c) const override { return std::max<int64_t>(1, heads_per_cta_ * band_chunks(c)); }
   void segment(int64_t c, int64_t k, Segment& out) const override {
     const Tile& tl = tiles_[c];
@@ -281,13 +290,14 @@ class BackwardGrid final : public CtaGrid {
     const Band& band = base_.bands_at(tl.b).of_kv[tl.x];
     const int64_t cols = s.kv_rows(tl.x), d = base_.p.head_dim, dv = base_.p.dv();
     const int64_t n = band_chunks(c);
-    const int64_t bh0 = int64_t(tl.b) * base_.p.heads_q + tl.h, bh = bh0 + (n > 0 ? k / n : 0);
+    const int64_t head_k = heads_per_cta_ > 1 && n > 0 ? k / n : 0, kk = k - head_k * n;  // query head, chunk
+    const int64_t bh0 = int64_t(tl.b) * base_.p.heads_q + tl.h, bh = bh0 + head_k;
     const uint32_t kv_out = 2 * q_keys_ + kv_keys_ + uint32_t(bh0 * base_.Tc_max + tl.x);
     const uint32_t kv_shared = 2 * q_keys_ + uint32_t((int64_t(tl.b) * base_.p.heads_q +
                                                       base_.kv_head(tl.h) * base_.p.group()) * base_.Tc_max + tl.x);
     if (k == 0) out.accesses.push_back({kv_shared, double(cols * (d + dv)) * base_.e, AccessKind::load});
     if (band.b1 > band.b0) {
-      const auto [c0, x0, x1] = chunk_at(band, n > 0 ? k % n : 0, G_, reverse_);
+      const auto [c0, x0, x1] = chunk_at(band, tl.walk, kk, G_, reverse_);
       const double rows = double(computed_span(band, x0, x1, [&](int64_t a, int64_t b) { return q_span(s, a, b); }));
       const uint32_t q_key = uint32_t(bh * chunks_ + c0);
       out.accesses.push_back({q_key, rows * (double(d + dv) * base_.e + 8.0), AccessKind::load});  // Q, dO, LSE, D

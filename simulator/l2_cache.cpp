@@ -5,15 +5,16 @@
 namespace flashlab::sim {
 
 L2Cache::L2Cache(double capacity_bytes, uint32_t keys, Replacement policy)
-    : policy_(policy), slot_(policy == Replacement::random ? keys : 0, kNone), capacity_(capacity_bytes),
-      prev_(keys, kNone), next_(keys, kNone), bytes_(keys, 0), present_(keys, 0), dirty_(keys, 0) {}
+    : policy_(policy), line_(keys), capacity_(capacity_bytes) {
+  if (policy == Replacement::lru) prev_.assign(keys, kNone), next_.assign(keys, kNone);
+}
 
 uint32_t L2Cache::victim() {
   if (policy_ == Replacement::lru) return tail_;
-  for (;;) {  // any resident block but the one being filled (the head); xorshift64 keeps runs reproducible
+  for (;;) {  // any resident block but the one being filled; xorshift64 keeps runs reproducible
     rng_ ^= rng_ << 13, rng_ ^= rng_ >> 7, rng_ ^= rng_ << 17;
     const uint32_t k = resident_[rng_ % resident_.size()];
-    if (k != head_) return k;
+    if (k != last_) return k;
   }
 }
 
@@ -32,38 +33,44 @@ void L2Cache::push_front(uint32_t k) {
 }
 
 void L2Cache::evict_to_fit() {
-  while (used_ > capacity_ && tail_ != kNone && tail_ != head_) {
+  const bool lru = policy_ == Replacement::lru;
+  while (used_ > capacity_ && (lru ? tail_ != kNone && tail_ != head_ : resident_.size() > 1)) {
     const uint32_t victim = this->victim();
-    unlink(victim);
-    if (policy_ == Replacement::random) {  // swap-remove from the resident list
-      resident_[slot_[victim]] = resident_.back();
-      slot_[resident_.back()] = slot_[victim];
+    Line& v = line_[victim];
+    if (lru) {
+      unlink(victim);
+    } else {  // swap-remove from the resident list
+      resident_[v.slot] = resident_.back();
+      line_[resident_.back()].slot = v.slot;
       resident_.pop_back();
     }
-    used_ -= bytes_[victim];
-    if (dirty_[victim]) write_ += bytes_[victim];
-    present_[victim] = dirty_[victim] = 0;
+    used_ -= v.bytes;
+    if (v.dirty) write_ += v.bytes;
+    v.present = v.dirty = false;
   }
 }
 
 double L2Cache::touch(uint32_t k, double bytes) {
   access_ += bytes;
+  const bool lru = policy_ == Replacement::lru;
+  Line& l = line_[k];
   double hit = 0;
-  if (present_[k]) {
-    unlink(k);
-    hit = std::min(bytes, bytes_[k]);
+  if (l.present) {
+    if (lru) unlink(k);
+    hit = std::min(bytes, l.bytes);
   } else {
-    present_[k] = 1;
-    bytes_[k] = 0;
-    if (policy_ == Replacement::random) {
-      slot_[k] = uint32_t(resident_.size());
+    l.present = true;
+    l.bytes = 0;
+    if (!lru) {
+      l.slot = uint32_t(resident_.size());
       resident_.push_back(k);
     }
   }
-  push_front(k);
-  if (bytes > bytes_[k]) {  // a block read in part before (a causal diagonal chunk) grows to what is asked
-    used_ += bytes - bytes_[k];
-    bytes_[k] = bytes;
+  if (lru) push_front(k);
+  last_ = k;
+  if (bytes > l.bytes) {  // a block read in part before (a causal diagonal chunk) grows to what is asked
+    used_ += bytes - l.bytes;
+    l.bytes = bytes;
   }
   return hit;
 }
@@ -78,22 +85,27 @@ double L2Cache::load(uint32_t k, double bytes) {
 
 void L2Cache::store(uint32_t k, double bytes) {
   touch(k, bytes);
-  dirty_[k] = 1;
+  line_[k].dirty = true;
   evict_to_fit();
 }
 
 double L2Cache::update(uint32_t k, double bytes) {
   const double hit = load(k, bytes);
-  dirty_[k] = 1;
+  line_[k].dirty = true;
   return hit;
 }
 
 void L2Cache::flush() {
-  for (uint32_t k = head_; k != kNone; k = next_[k])
-    if (dirty_[k]) {
-      write_ += bytes_[k];
-      dirty_[k] = 0;
-    }
+  auto write_back = [&](uint32_t k) {
+    if (!line_[k].dirty) return;
+    write_ += line_[k].bytes;
+    line_[k].dirty = false;
+  };
+  if (policy_ == Replacement::lru) {
+    for (uint32_t k = head_; k != kNone; k = next_[k]) write_back(k);
+  } else {
+    for (uint32_t k : resident_) write_back(k);
+  }
 }
 
 }  // namespace flashlab::sim

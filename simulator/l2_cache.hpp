@@ -33,7 +33,7 @@ class L2Cache {
   void store(uint32_t key, double bytes);
   double update(uint32_t key, double bytes);
   void flush();  // write back every dirty line (the kernel's end)
-  bool resident(uint32_t key) const { return present_[key]; }
+  bool resident(uint32_t key) const { return line_[key].present; }
 
   double dram_read() const { return read_; }
   double dram_write() const { return write_; }
@@ -41,7 +41,7 @@ class L2Cache {
   double access_bytes() const { return access_; }
 
  private:
-  double touch(uint32_t key, double bytes);  // bytes already resident; moves the key to the front
+  double touch(uint32_t key, double bytes);  // bytes already resident; makes the key the most recent
   void evict_to_fit();
   void unlink(uint32_t key);
   void push_front(uint32_t key);
@@ -49,15 +49,21 @@ class L2Cache {
   uint32_t victim();  // the line replacement picks
 
   static constexpr uint32_t kNone = ~uint32_t{0};
+  // What the cache knows of one key, in one place (the replay touches a key's fields together).
+  struct Line {
+    double bytes = 0;
+    uint32_t slot = kNone;  // random: its place in resident_
+    bool present = false, dirty = false;
+  };
   Replacement policy_;
-  std::vector<uint32_t> resident_, slot_;  // random: the resident keys, and each key's place among them
+  std::vector<Line> line_;
+  std::vector<uint32_t> resident_;  // random: the resident keys
   uint64_t rng_ = 0x9E3779B97F4A7C15ull;
   double capacity_, used_ = 0;
   double read_ = 0, write_ = 0, hit_ = 0, access_ = 0;
-  std::vector<uint32_t> prev_, next_;
-  std::vector<double> bytes_;
-  std::vector<uint8_t> present_, dirty_;
-  uint32_t head_ = kNone, tail_ = kNone;
+  std::vector<uint32_t> prev_, next_;     // LRU: each key's neighbours in the recency list
+  uint32_t head_ = kNone, tail_ = kNone;  // LRU: the most and the least recent key
+  uint32_t last_ = kNone;                 // the key touched last (the one being filled: never the victim)
 };
 
 }  // namespace flashlab::sim

@@ -1,11 +1,55 @@
 #include "replay.hpp"
 
 #include <algorithm>
-#include <queue>
+#include <cstring>
+#include <utility>
 
 #include "l2_cache.hpp"
 
 namespace flashlab::sim {
+namespace {
+
+// The slots' next events, earliest first (ties: the lower slot): a sorted array read from `head_`. A pop
+// moves `head_`; a push finds its place by a branch-free binary search and moves the later events up by one
+// (a few dozen at most: an array of at most `slots` events); the array is moved back to the front when it
+// reaches its end (every 3 x slots pops at most). A binary heap spent half an estimate's time in the
+// unpredictable branches of its pops (bench/simulator_speed.cpp; perf).
+class EventQueue {
+ public:
+  struct Event {
+    double t;  // when the slot is next free
+    int64_t slot;
+    bool operator<(const Event& o) const { return t < o.t || (t == o.t && slot < o.slot); }
+  };
+  explicit EventQueue(int64_t slots) : events_(4 * size_t(slots) + 1) {}
+  bool empty() const { return head_ == end_; }
+  const Event& top() const { return events_[head_]; }
+  void pop() { ++head_; }
+  void push(const Event& e) {
+    if (end_ == events_.size()) {
+      std::memmove(events_.data(), events_.data() + head_, (end_ - head_) * sizeof(Event));
+      end_ -= head_;
+      head_ = 0;
+    }
+    size_t lo = head_, n = end_ - head_;  // the first event later than e lies in [lo, lo + n]
+    while (n > 0) {
+      const size_t half = n / 2;
+      const Event& m = events_[lo + half];
+      const bool later = (e.t < m.t) | ((e.t == m.t) & (e.slot < m.slot));  // e < m, without branches
+      lo = later ? lo : lo + half + 1;
+      n = later ? half : n - half - 1;
+    }
+    std::memmove(events_.data() + lo + 1, events_.data() + lo, (end_ - lo) * sizeof(Event));
+    events_[lo] = e;
+    ++end_;
+  }
+
+ private:
+  std::vector<Event> events_;
+  size_t head_ = 0, end_ = 0;
+};
+
+}  // namespace
 
 ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<CtaSpan>* timeline, Residency* probe) {
   const std::vector<uint32_t> probed = probe ? grid.kv_keys(probe->head) : std::vector<uint32_t>{};
@@ -17,8 +61,7 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
   const int64_t n = grid.ctas();
   const int64_t slots = std::max<int64_t>(1, std::min(setup.slots, n));
   std::vector<Slot> slot(slots);
-  using Event = std::pair<double, int64_t>;  // (time the slot is next free, slot)
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> pending;
+  EventQueue pending(slots);
   for (int64_t s = 0; s < slots; ++s) pending.push({0.0, s});
 
   L2Cache l2(setup.l2_capacity, grid.keys(), setup.replacement);

@@ -13,9 +13,10 @@
 // DRAM bytes are the L2's misses plus its write-backs; causal imbalance, tail
 // waves and heads that straddle waves fall out of the order of events.
 //
-// Cost: O(segments x log slots). Grids keep their segments under kMaxSegments
-// by coarsening: a segment then covers several consecutive K/V (or Q) blocks,
-// and a key covers the same chunk (grids.cpp says where).
+// Cost: O(segments x log slots), and each segment moves the events queued after
+// it by one. Grids keep their segments under kMaxSegments by coarsening: a
+// segment then covers several consecutive K/V (or Q) blocks, and a key covers
+// the same chunk (grids.cpp says where).
 #pragma once
 #include <cstdint>
 #include <vector>
