@@ -17,7 +17,12 @@ the head dim. Inputs as the paper's: N(0, 1) with 0.1% of the entries plus N(0, 
 (RMSE and max) against attention in fp64 on the original inputs, beside our bf16 fa3's. The rotation is
 done here in torch, before the call (it fuses with rotary embeddings in a model); the kernel is the same.
 
+With --other OTHER.so (a second build of the library, say the one before a change) it also times that
+build's FP8 forward in the same process (fp8_other_ms, fp8_vs_other) and checks both builds' outputs agree
+to within the FP8 rule's scale (fp8_vs_other_max_diff): an A/B without the drift between processes.
+
 Usage: python3 bench/fp8_compare.py LIB.so OUT.csv [--seqlens 1024,...] [--hdims 128,256] [--accuracy]
+                                    [--other OTHER.so]
 FLOPs follow ANCHORS.md: 4 * batch * heads * seqlen^2 * head_dim, halved for causal.
 """
 import argparse
@@ -56,9 +61,13 @@ def main():
     ap.add_argument("--seqlens", default="1024,2048,4096,8192,16384")
     ap.add_argument("--hdims", default="128,256")
     ap.add_argument("--accuracy", action="store_true", help="FP8's error with and without incoherent processing")
+    ap.add_argument("--other", help="a second build of the library whose FP8 forward is timed beside LIB's")
     args = ap.parse_args()
     lib = load(args.lib)
     lib.flashlab_forward_fp8.restype = ctypes.c_int
+    other = load(args.other) if args.other else None  # side by side: fa2_abi.load loads RTLD_LOCAL
+    if other:
+        other.flashlab_forward_fp8.restype = ctypes.c_int
     device = torch.cuda.get_device_name()
     if args.accuracy:
         return accuracy(lib, device, args)
@@ -66,11 +75,12 @@ def main():
     for d in map(int, args.hdims.split(",")):
         for s in map(int, args.seqlens.split(",")):
             for causal in (False, True):
-                rows.append(measure(lib, device, d, s, causal))
+                rows.append(measure(lib, device, d, s, causal, other))
                 r = rows[-1]
+                ab = f"  fp8/other {r['fp8_vs_other']:.3f}" if other else ""
                 print(f"d={d:3} s={s:5} causal={int(causal)}  fp8 {r['fp8_tflops']:6.1f}  fa3 bf16 {r['fa3_tflops']:6.1f}"
                       f"  cudnn {r['cudnn_tflops']:6.1f} TFLOP/s  fp8/fa3 {r['fp8_vs_fa3']:.2f}  fp8/cudnn"
-                      f" {r['fp8_vs_cudnn']:.2f}  err {r['fp8_err']:.2e} (bf16 math {r['math_err']:.2e})", flush=True)
+                      f" {r['fp8_vs_cudnn']:.2f}{ab}  err {r['fp8_err']:.2e} (bf16 math {r['math_err']:.2e})", flush=True)
                 torch.cuda.empty_cache()
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -140,7 +150,7 @@ def accuracy(lib, device, args):
         w.writerows(rows)
 
 
-def measure(lib, device, d, s, causal):
+def measure(lib, device, d, s, causal, other=None):
     b, h = 16384 // s, 2048 // d
     gen = torch.Generator(device="cuda").manual_seed(s + d)
     q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(3))
@@ -157,6 +167,13 @@ def measure(lib, device, d, s, causal):
         if lib.flashlab_forward_fp8(*args) != 0:
             raise RuntimeError(err.value.decode())
 
+    o8_other = torch.full_like(q, float("nan"))
+    args_other = [ctypes.c_void_p(o8_other.data_ptr()) if i == 3 else a for i, a in enumerate(args)]
+
+    def fp8_other():
+        if other.flashlab_forward_fp8(*args_other) != 0:
+            raise RuntimeError(err.value.decode())
+
     o3, lse3 = torch.full_like(q, float("nan")), torch.empty_like(lse8)
     fa3 = Fa2(torch, lib, q, k, v, o3, lse3, causal, kernel=b"fa3")
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
@@ -167,6 +184,8 @@ def measure(lib, device, d, s, causal):
 
     fp8()
     fa3.forward()
+    if other:
+        fp8_other()
     torch.cuda.synchronize()
     # Accuracy on the first batch entry: the values the FP8 kernel computes on, in fp32, as the oracle.
     deq = [(x8[:1].float() * ds).transpose(1, 2) for x8, ds in ((q8, dq), (k8, dk), (v8, dv))]
@@ -177,7 +196,7 @@ def measure(lib, device, d, s, causal):
     math_err = (math.float() - oracle).abs().max().item()
     vs_bf16 = (o8.float() - o3.float()).abs().max().item()
     t = {name: triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
-         for name, fn in (("fp8", fp8), ("fa3", fa3.forward), ("cudnn", cudnn))}
+         for name, fn in (("fp8", fp8), ("fa3", fa3.forward), ("cudnn", cudnn)) + ((("fp8_other", fp8_other),) if other else ())}
     row = {"device": device, "date": datetime.date.today().isoformat(), "torch": torch.__version__, "hdim": d,
            "seqlen": s, "causal": int(causal), "batch": b, "heads": h}
     for name, ms in t.items():
@@ -187,6 +206,9 @@ def measure(lib, device, d, s, causal):
     row["fp8_vs_cudnn"] = t["cudnn"] / t["fp8"]
     row["fp8_err"], row["math_err"], row["fp8_vs_fa3_bf16_max_diff"] = fp8_err, math_err, vs_bf16
     row["fp8_finite"] = int(torch.isfinite(o8).all().item())
+    if other:
+        row["fp8_vs_other"] = t["fp8_other"] / t["fp8"]
+        row["fp8_vs_other_max_diff"] = (o8.float() - o8_other.float()).abs().max().item()
     return row
 
 
