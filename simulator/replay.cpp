@@ -9,11 +9,12 @@
 namespace flashlab::sim {
 namespace {
 
-// The slots' next events, earliest first (ties: the lower slot): a sorted array read from `head_`. A pop
-// moves `head_`; a push finds its place by a branch-free binary search and moves the later events up by one
-// (a few dozen at most: an array of at most `slots` events); the array is moved back to the front when it
-// reaches its end (every 3 x slots pops at most). A binary heap spent half an estimate's time in the
-// unpredictable branches of its pops (bench/simulator_speed.cpp; perf).
+// The slots' next events, earliest first (ties: the lower slot): a sorted array read from `head_`, at most
+// one event a slot. A pop moves `head_`; a push finds its place by binary search and moves the later events
+// up by one (one memmove: about 26 of 132 events at seqlen 64k, where the coarsened chunks put the slots
+// out of step); the array moves back to its front when it reaches its end (after 3 x slots pops or more).
+// A binary heap spent half an estimate's time in the unpredictable branches of its pops
+// (bench/simulator_speed.cpp, perf; bench/results/simulator-speed-2026-11-26b-cpu2c.md).
 class EventQueue {
  public:
   struct Event {
@@ -34,8 +35,7 @@ class EventQueue {
     size_t lo = head_, n = end_ - head_;  // the first event later than e lies in [lo, lo + n]
     while (n > 0) {
       const size_t half = n / 2;
-      const Event& m = events_[lo + half];
-      const bool later = (e.t < m.t) | ((e.t == m.t) & (e.slot < m.slot));  // e < m, without branches
+      const bool later = e < events_[lo + half];
       lo = later ? lo : lo + half + 1;
       n = later ? half : n - half - 1;
     }
