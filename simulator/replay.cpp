@@ -139,8 +139,10 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
       probe->steps.push_back(std::move(st));
     }
     grid.segment(sl.cta, sl.next++, seg);
+    // Each of seg's counts read on its own, the two far apart: read together as one 16-byte load, just
+    // after segment() stored them one by one, they cost the store-to-load forwarding stall that was an
+    // eighth of the sweep's time (perf).
     r.elements += seg.elements;
-    r.partial_elements += seg.partial_elements;
     ++r.segments;
     for (const Access& a : seg.accesses) {
       double hit = 0;
@@ -153,6 +155,7 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
       sl.span.miss_bytes += a.bytes - hit;
       if (first) burst_l2 += a.bytes;
     }
+    r.partial_elements += seg.partial_elements;
     if (first) {  // joins the burst: computes once the burst's bytes are through
       burst_dram += l2.dram_read() + l2.dram_write() - dram_before;
       burst.push_back({s, t, seg.seconds * setup.time_scale, burst_dram, burst_l2});
