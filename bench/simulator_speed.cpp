@@ -3,14 +3,12 @@
 // its forward + backward, on one core and on every core (as `flashlab estimate --seqlen A:B:+K` sweeps).
 // Prints a table and, with --json FILE, writes the same figures as JSON.
 // The targets: one 64k estimate under 50 ms, a 1000-point sweep under 10 s.
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
-#include <thread>
 
+#include "flashlab/parallel.hpp"
 #include "flashlab/problem.hpp"
 #include "gpu_spec.hpp"
 #include "model.hpp"
@@ -53,22 +51,15 @@ int main(int argc, char** argv) {
     });
     rows.push_back({"1000 fa2 estimates, seqlen 128..128000, " + to_string(pass), s, 10.0});
   }
-  const int threads = int(std::max(1u, std::thread::hardware_concurrency()));
   for (Pass pass : {Pass::fwd, Pass::fwd_bwd}) {
     const double s = seconds_of([&] {
-      std::atomic<int> next = 1;
-      std::vector<std::thread> pool;
-      for (int t = 0; t < threads; ++t)
-        pool.emplace_back([&] {
-          Problem q = p;
-          for (int n; (n = next++) <= 1000;) {
-            q.seqlen_q = q.seqlen_k = 128 * n;
-            sim::estimate(q, gpu, sim::Algo::fa2, pass);
-          }
-        });
-      for (auto& t : pool) t.join();
+      parallel_for(1000, [&](int64_t n) {
+        Problem q = p;
+        q.seqlen_q = q.seqlen_k = 128 * (n + 1);
+        sim::estimate(q, gpu, sim::Algo::fa2, pass);
+      });
     });
-    rows.push_back({"the same, " + to_string(pass) + ", on " + std::to_string(threads) + " threads", s, 10.0});
+    rows.push_back({"the same, " + to_string(pass) + ", on " + std::to_string(parallel_threads()) + " threads", s, 10.0});
   }
   std::printf("%-60s %12s %10s\n", "case (h100-sxm, batch 1, 16 heads, d 128, causal)", "seconds", "target");
   for (const Row& r : rows) std::printf("%-60s %12.4f %9.3gs %s\n", r.what.c_str(), r.seconds, r.target, r.seconds < r.target ? "ok" : "MISSED");
