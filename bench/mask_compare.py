@@ -8,6 +8,7 @@ attn_mask.
         --out bench/results/masks-h100-$(date +%F).csv          # --seqlens --hdims --masks --passes
     ... bench/mask_compare.py --kernel fa3                      # fa3 forward and backward (-fa3.csv by default)
     python3 bench/mask_compare.py --self-check                  # CPU only: masks and densities, no torch
+    ... bench/mask_compare.py --other OTHER.so                  # a second build timed beside it (an A/B)
 
 The tiles come from `flashlab shapes` (FLASHLAB_CLI, else build/cli/flashlab), the one owner of them.
 Shapes: bf16, batch x seqlen = 16384, 16 heads, head_dim 128 (and 64), seqlen 4k, 8k, 16k.
@@ -33,6 +34,10 @@ Columns derived:
   mask_vs_density  mask_ms / (density x nomask_ms): 1 means the mask saves exactly the skipped tiles
                    (issue 17 asks <= 1.2 at s >= 4k); fwd+bwd uses the forward tile's density
   sdpa_best_vs_kernel the fastest SDPA backend's time / mask_ms (issue 17 asks >= 3 for document masking)
+With --other OTHER.so (a second build of the library, say the one before a change) the same kernel of that
+build is timed in the same process, right after this build's (other_nomask_ms, other_mask_ms,
+other_mask_vs_density, mask_speedup_vs_other = other_mask_ms / mask_ms), and its masked O must match this
+build's to the check's tolerance (max_abs_diff_o_vs_other): an A/B without the drift between processes.
 Checked: the kernel's masked O (and dQ, dK, dV) against an fp32 reference with the same mask (O on 256 rows
 of batch entry 0 and every head; gradients on head 0 of batch entry 0), by the project's rule: its error at
 most 2x that of the SDPA backends that ran (at least the bf16 rounding of the reference); the max
@@ -223,12 +228,12 @@ class Kernel:
     one flashlab_problem and one flashlab_tensors made once, the mask prepared on the device once; each call
     is one ctypes call."""
 
-    def __init__(self, name, torch, q, k, v, o, lse, grads, mask=None, causal=False):
+    def __init__(self, name, torch, q, k, v, o, lse, grads, mask=None, causal=False, lib=None):
         import ctypes
         from flashlab import _abi
         from flashlab._problem import ProblemArgs
         b, s, h, d = q.shape
-        self.name, self.ctypes, self.lib = name.encode(), ctypes, _abi.lib()
+        self.name, self.ctypes, self.lib = name.encode(), ctypes, lib or _abi.lib()
         self.problem = ProblemArgs(batch=b, heads_q=h, heads_kv=h, seqlen_q=s, seqlen_k=s, head_dim=d, dtype="bf16",
                                    causal=causal, mask=mask)
         self.t = _abi.new_tensors()
@@ -299,7 +304,7 @@ def reference_grads(torch, q, k, v, do, allowed):
     return [x.grad[0, 0] for x in (qh, kh, vh)]
 
 
-def measure(torch, timer, device, pas, d, s, cases, args):
+def measure(torch, timer, device, pas, d, s, cases, args, other=None):
     import warnings
     import torch.nn.functional as F
     from torch.nn.attention import sdpa_kernel
@@ -315,6 +320,10 @@ def measure(torch, timer, device, pas, d, s, cases, args):
 
     plain = Kernel(kernel, torch, q, k, v, o, lse, grads)
     t_plain = timer.median_ms(plain.forward_backward if backward else plain.forward)
+    if other:
+        plain_other = Kernel(kernel, torch, q, k, v, o, lse, grads, lib=other)
+        t_plain_other = timer.median_ms(plain_other.forward_backward if backward else plain_other.forward)
+        plain_other.close()
     rows = []
     for name, kind, value, causal, text in cases:
         begin, end = intervals(kind, value, s, causal)
@@ -331,6 +340,15 @@ def measure(torch, timer, device, pas, d, s, cases, args):
         g_ours = [g[0, :, 0].float().clone() for g in grads[1:]] if backward else None
         t_mask = timer.median_ms(ours)
         masked.close()
+        if other:  # the second build right after, on the same tensors; its O checked against ours
+            masked_other = Kernel(kernel, torch, q, k, v, o, lse, grads, mask=(kind, value), causal=causal, lib=other)
+            theirs = masked_other.forward_backward if backward else masked_other.forward
+            o.fill_(float("nan"))
+            theirs()
+            torch.cuda.synchronize()
+            diff_other = (o.float() - o_ours.float()).abs().max().item()
+            t_mask_other = timer.median_ms(theirs)
+            masked_other.close()
 
         qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(backward) for x in (q, k, v))
         dot = do.transpose(1, 2)
@@ -376,6 +394,11 @@ def measure(torch, timer, device, pas, d, s, cases, args):
             row[bname + "_ms"] = times.get(bname, "")
         row["sdpa_refused"] = "; ".join(f"{n}: {r}" for n, r in reasons.items())
         row["mask_vs_density"] = t_mask / (rho * t_plain)
+        if other:
+            row["other_nomask_ms"], row["other_mask_ms"] = t_plain_other, t_mask_other
+            row["other_mask_vs_density"] = t_mask_other / (rho * t_plain_other)
+            row["mask_speedup_vs_other"] = t_mask_other / t_mask
+            row["max_abs_diff_o_vs_other"] = diff_other
         best = min(times, key=times.get) if times else ""
         row["sdpa_best"] = best
         row["sdpa_best_vs_kernel"] = times[best] / t_mask if best else ""
@@ -387,11 +410,15 @@ def measure(torch, timer, device, pas, d, s, cases, args):
             row[f"max_abs_diff_{field}_vs_sdpa"] = max([(mine - t).abs().max().item() for t in theirs], default="")
             if not err <= 2 * base:
                 failed.append(f"{field}: {kernel}'s error {err:.3e} > 2 x {base:.3e}")
+        if other and not diff_other <= 2 * row["tol_o"]:
+            failed.append(f"o: the other build's output differs from this one's by {diff_other:.3e}")
         print(f"{pas:7s} d={d:3d} s={s:5d} {name:15s} rho {rho:.3f}  {kernel} {t_plain:7.3f} -> {t_mask:7.3f} ms "
               f"(x{row['mask_vs_density']:.2f} of rho)  "
               + "  ".join(f"{n[5:]} {times[n]:7.3f}" for n in times)
               + (f"  best SDPA / {kernel} {row['sdpa_best_vs_kernel']:.1f}x" if best else "")
-              + "  err " + " ".join(f"{c[0]} {row['err_' + c[0]]:.1e}" for c in checks), flush=True)
+              + "  err " + " ".join(f"{c[0]} {row['err_' + c[0]]:.1e}" for c in checks)
+              + (f"  other {t_plain_other:7.3f} -> {t_mask_other:7.3f} ms (x{row['other_mask_vs_density']:.2f} of rho), "
+                 f"ours {row['mask_speedup_vs_other']:.3f}x it" if other else ""), flush=True)
         if failed:
             sys.exit(f"{pas} d={d} s={s} {name}: {kernel}'s masked output is wrong: " + "; ".join(failed))
         rows.append(row)
@@ -429,6 +456,7 @@ def main():
     ap.add_argument("--prefix-frac", type=float, default=0.25, help="prefix-lm: the prefix's share of the keys")
     ap.add_argument("--seed", type=int, default=17, help="the document lengths' RNG (seeded with seed + seqlen)")
     ap.add_argument("--self-check", action="store_true", help="check the masks and densities on the CPU and exit")
+    ap.add_argument("--other", help="a second build of the library, its kernel timed beside this one's (an A/B)")
     args = ap.parse_args()
     if args.kernel == "fa3" and "fwd+bwd" in args.passes and any(int(d) > 128 for d in args.hdims.split(",")):
         ap.error("fa3's backward takes head dims up to 128: --hdims 128,64 or --passes fwd")
@@ -445,7 +473,8 @@ def main():
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                    f"masks-{device_short_name(device)}-{datetime.date.today().isoformat()}"
                                    f"{'' if args.kernel == 'fa2' else '-' + args.kernel}.csv")
-    print(f"{device}, torch {torch.__version__}, {lib.path}", flush=True)
+    other = _abi.load(args.other) if args.other else None
+    print(f"{device}, torch {torch.__version__}, {lib.path}" + (f", other {other.path}" if other else ""), flush=True)
     timer = Timer(torch)
     rows = []
     for pas in args.passes.split(","):
@@ -455,7 +484,7 @@ def main():
                 if pas == args.passes.split(",")[0] and d == int(args.hdims.split(",")[0]):
                     for name, _, _, _, text in cases:
                         print(f"  s={s} {name}: {text}", flush=True)
-                rows += measure(torch, timer, device, pas, d, s, cases, args)
+                rows += measure(torch, timer, device, pas, d, s, cases, args, other)
                 torch.cuda.empty_cache()
     fields = list(dict.fromkeys(key for r in rows for key in r))
     with open(out, "w", newline="") as f:

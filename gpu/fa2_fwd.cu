@@ -54,6 +54,10 @@
 //       (grid order 6; bench/results/masks-h100-2026-11-26-fa2-*.csv); other instantiations unchanged. ptxas:
 //       the mask kernels spill 84 B at d = 64 and 68 B at d = 128 (12 and 16 before: the tile's head,
 //       entry and Q block are registers now, not blockIdx).
+//   v10 the mask kernel at d = 64 keeps its rows' column intervals in shared memory, not registers
+//       (rows_in_smem): spills inside its loop 15 -> 5 (SASS), 1.08-1.12x faster masked at d = 64 in one
+//       process, outputs bit for bit the same: mask_ms / (density x nomask_ms) forward 1.01-1.11 on all 12
+//       cells (H100, 2026-11-27, bench/results/masks-h100-2026-11-27-fa2-rows-in-smem.csv).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -89,6 +93,14 @@ struct Shape {
 struct Pair {
   int v[2];
 };
+
+// Whether a kernel parks its rows' column intervals in shared memory (4 kMT ints a thread, after V's
+// stages) instead of registers: the mask kernel at d = 64, where held in registers they pushed running row
+// maxima out to local memory inside the loop (ptxas -v 84 -> 28 bytes of spill stores; SASS spills between
+// the loop's MMAs 15 -> 5) and the kernel ran 1.04-1.12x faster on every document and prefix-LM cell
+// (H100, 2026-11-27; gpu/HISTORY.md). 84 KiB a CTA, still two an SM.
+template <int D>
+constexpr bool rows_in_smem(Features f) { return f == Features::mask && D == 64; }
 
 // ---- the kernel
 template <class S, typename T, bool kSoftcap, Features kF>
@@ -143,9 +155,13 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
   // Accumulators: O (16 kMT rows x D per warp) and the running max / sum of the thread's rows.
   float acc_o[kMT][D / 8][4];
   float row_max[kMT][2], row_sum[kMT][2];
-  // The columns each of this thread's rows sees: held for the loop, or with kExtras read per tile
-  // (holding them beside ALiBi's and dropout's registers cost spills).
+  // The columns [lo, hi) each of this thread's rows sees: held in registers for the loop; with kExtras read
+  // per tile (holding them beside ALiBi's and dropout's registers cost spills); in the mask kernel at d = 64
+  // parked in shared memory after V's stages and read back on the tiles that cross the mask's edge
+  // (rows_in_smem says why).
+  constexpr bool kRowsInSmem = rows_in_smem<D>(kF);
   int lo[kMT][2], hi[kMT][2];
+  int* const smem_rows = reinterpret_cast<int*>(sV + kStages * kBc * D) + threadIdx.x;  // lo, hi: kThreads apart
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
     zero(acc_o[mt]);
@@ -156,6 +172,10 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
       const int row = row0 + (warp * kMT + mt) * 16 + qrow + 8 * r;
       lo[mt][r] = kExtras ? 0 : kMask ? rm.begin(row) : col_begin(row, sq, sk, p.window_left);
       hi[mt][r] = kExtras ? 0 : kMask ? rm.end(row) : col_end(row, sq, sk, p.window_right);
+      if constexpr (kRowsInSmem) {
+        smem_rows[(2 * mt + r) * kThreads] = lo[mt][r];
+        smem_rows[(2 * (kMT + mt) + r) * kThreads] = hi[mt][r];
+      }
     }
   }
   // This thread's two rows in MMA tile mt, plus `shift` (sk - sq: their diagonal's column, for ALiBi);
@@ -218,6 +238,10 @@ __global__ void __launch_bounds__(S::kThreads) fa2_forward_kernel(const Attentio
         if constexpr (kExtras) {  // a mask function's rows: their intervals read where needed
           const Pair row = rows_of(mt, 0);
           const int row_lo[2] = {rm.begin(row.v[0]), rm.begin(row.v[1])}, row_hi[2] = {rm.end(row.v[0]), rm.end(row.v[1])};
+          softmax::mask(acc_s[mt], j * kBc, qcol, row_lo, row_hi);
+        } else if constexpr (kRowsInSmem) {
+          const int row_lo[2] = {smem_rows[2 * mt * kThreads], smem_rows[(2 * mt + 1) * kThreads]};
+          const int row_hi[2] = {smem_rows[2 * (kMT + mt) * kThreads], smem_rows[(2 * (kMT + mt) + 1) * kThreads]};
           softmax::mask(acc_s[mt], j * kBc, qcol, row_lo, row_hi);
         } else {
           softmax::mask(acc_s[mt], j * kBc, qcol, lo[mt], hi[mt]);
@@ -327,7 +351,8 @@ using Default = typename DefaultOf<D>::type;
 
 template <class S, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
-  constexpr size_t smem = size_t(S::smem_elems()) * sizeof(T);
+  const size_t smem = size_t(S::smem_elems()) * sizeof(T) +
+                      (rows_in_smem<S::D>(p.features()) ? 4 * S::kMT * S::kThreads * sizeof(int) : 0);
   check_block_lists(p.forward_blocks, S::kBr, S::kBc, "fa2 forward");
   const auto kernel = pick_instantiation(p, [](auto cap, auto f) {
     return &fa2_forward_kernel<S, T, decltype(cap)::value, decltype(f)::value>;

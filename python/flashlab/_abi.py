@@ -171,6 +171,13 @@ def lib():
         raise FlashlabError("libflashlab.so not found; tried " + ", ".join(tried) +
                             ". Build it with `cmake --build build --target flashlab_capi` (python/README.md), "
                             "or set FLASHLAB_LIBRARY to its path")
+    _lib = load(path)
+    return _lib
+
+
+def load(path):
+    """The library at `path`, its entry points typed, its ABI version checked. ctypes loads it RTLD_LOCAL,
+    so a bench can hold a second build beside lib()'s (bench/mask_compare.py --other)."""
     handle = ctypes.CDLL(os.path.abspath(path))
     c = ctypes
     P, T = c.POINTER(Problem), c.POINTER(Tensors)
@@ -199,8 +206,7 @@ def lib():
         raise FlashlabError(f"{path} speaks ABI {version}, this package ABI {ABI_VERSION}: rebuild the library "
                             "from the same checkout as the package")
     handle.path = path
-    _lib = handle
-    return _lib
+    return handle
 
 
 def call(fn, *args):
