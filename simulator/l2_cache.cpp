@@ -9,12 +9,11 @@ L2Cache::L2Cache(double capacity_bytes, uint32_t keys, Replacement policy)
   if (policy == Replacement::lru) prev_.assign(keys, kNone), next_.assign(keys, kNone);
 }
 
-uint32_t L2Cache::victim() {
-  if (policy_ == Replacement::lru) return tail_;
+std::size_t L2Cache::victim() {
   for (;;) {  // any resident block but the one being filled; xorshift64 keeps runs reproducible
     rng_ ^= rng_ << 13, rng_ ^= rng_ >> 7, rng_ ^= rng_ << 17;
-    const uint32_t k = resident_[rng_ % resident_.size()];
-    if (k != last_) return k;
+    const std::size_t at = rng_ % resident_.size();
+    if (resident_[at] != last_) return at;
   }
 }
 
@@ -35,15 +34,16 @@ void L2Cache::push_front(uint32_t k) {
 void L2Cache::evict_to_fit() {
   const bool lru = policy_ == Replacement::lru;
   while (used_ > capacity_ && (lru ? tail_ != kNone && tail_ != head_ : resident_.size() > 1)) {
-    const uint32_t victim = this->victim();
-    Line& v = line_[victim];
+    uint32_t victim = tail_;
     if (lru) {
       unlink(victim);
-    } else {  // swap-remove from the resident list
-      resident_[v.slot] = resident_.back();
-      line_[resident_.back()].slot = v.slot;
+    } else {  // swap-remove from the resident list, found at the place random replacement drew
+      const std::size_t at = this->victim();
+      victim = resident_[at];
+      resident_[at] = resident_.back();
       resident_.pop_back();
     }
+    Line& v = line_[victim];
     used_ -= v.bytes;
     if (v.dirty) write_ += v.bytes;
     v.present = v.dirty = false;
@@ -61,10 +61,7 @@ double L2Cache::touch(uint32_t k, double bytes) {
   } else {
     l.present = true;
     l.bytes = 0;
-    if (!lru) {
-      l.slot = uint32_t(resident_.size());
-      resident_.push_back(k);
-    }
+    if (!lru) resident_.push_back(k);
   }
   if (lru) push_front(k);
   last_ = k;

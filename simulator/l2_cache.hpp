@@ -17,6 +17,7 @@
 // A100 and H100 split their L2 in partitions that each cache a line for the
 // SMs wired to them, so data every SM reads is held once per partition).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -46,13 +47,12 @@ class L2Cache {
   void unlink(uint32_t key);
   void push_front(uint32_t key);
 
-  uint32_t victim();  // the line replacement picks
+  std::size_t victim();  // random replacement: the place in resident_ of the line it evicts
 
   static constexpr uint32_t kNone = ~uint32_t{0};
   // What the cache knows of one key, in one place (the replay touches a key's fields together).
   struct Line {
     double bytes = 0;
-    uint32_t slot = kNone;  // random: its place in resident_
     bool present = false, dirty = false;
   };
   Replacement policy_;

@@ -10,11 +10,12 @@ namespace flashlab::sim {
 namespace {
 
 // The slots' next events, earliest first (ties: the lower slot): a sorted array read from `head_`, at most
-// one event a slot. A pop moves `head_`; a push finds its place by binary search and moves the later events
-// up by one (one memmove: about 26 of 132 events at seqlen 64k, where the coarsened chunks put the slots
-// out of step); the array moves back to its front when it reaches its end (after 3 x slots pops or more).
-// A binary heap spent half an estimate's time in the unpredictable branches of its pops
-// (bench/simulator_speed.cpp, perf; bench/results/simulator-speed-2026-11-26b-cpu2c.md).
+// one event a slot. A pop moves `head_`; a push walks from the end towards the front, moving each later
+// event up by one, and drops the event into the gap (about 26 of 132 events at seqlen 64k, where the
+// coarsened chunks put the slots out of step); the array moves back to its front when it reaches its end
+// (after 3 x slots pops or more). A binary heap spent half an estimate's time in the unpredictable
+// branches of its pops; a binary search and a memmove, 15% in the search's (bench/simulator_speed.cpp,
+// perf; bench/results/simulator-speed-2026-11-27-cpu2c.md).
 class EventQueue {
  public:
   struct Event {
@@ -32,16 +33,9 @@ class EventQueue {
       end_ -= head_;
       head_ = 0;
     }
-    size_t lo = head_, n = end_ - head_;  // the first event later than e lies in [lo, lo + n]
-    while (n > 0) {
-      const size_t half = n / 2;
-      const bool later = e < events_[lo + half];
-      lo = later ? lo : lo + half + 1;
-      n = later ? half : n - half - 1;
-    }
-    std::memmove(events_.data() + lo + 1, events_.data() + lo, (end_ - lo) * sizeof(Event));
-    events_[lo] = e;
-    ++end_;
+    size_t i = end_++;
+    for (; i > head_ && e < events_[i - 1]; --i) events_[i] = events_[i - 1];
+    events_[i] = e;
   }
 
  private:
