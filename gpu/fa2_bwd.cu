@@ -50,6 +50,12 @@
 //       in L2 sections of (batch, kv head) pairs (tile_order.hpp), with the forward's v9: forward +
 //       backward mask_ms / (density x nomask_ms) 0.97-1.30 (grid order 1.09-1.39, the same H100,
 //       2026-11-26), within 1.2 on 11 and 10 of 12 cells in two runs (grid order 6). No new spills.
+//   v9  under a mask function's intervals, the Q blocks a K/V block's rows span found by a 32-ary search
+//       over the warp (sequence.cuh rows_seeing_by_warp) in place of two binary searches of dependent
+//       global loads: aligned documents (no partial tiles) against density x unmasked 1.07-1.20 (was
+//       1.09-1.23); masked forward + backward 0.96-1.05x v8 in one process (median 1.02x, H100,
+//       2026-11-27, bench/results/masks-h100-2026-11-27-fa2-bwd-warp-search.csv); fa3 keeps the binary
+//       searches (gpu/HISTORY.md says why).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -237,7 +243,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
   const T* k = static_cast<const T*>(p.k) + s.k_base + g * p.k_head_stride;
   const T* v = static_cast<const T*>(p.v) + s.v_base + g * p.v_head_stride;
   const RowMask rm = row_mask<kMask>(p, s, b);
-  const RowRange rows = rows_seeing(key0, key_end, rm);
+  const RowRange rows = rows_seeing_by_warp(key0, key_end, rm);  // every lane of the CTA is here
   const int i_begin = rows.lo / kBr, i_end = rows.hi > rows.lo ? (rows.hi + kBr - 1) / kBr : i_begin;
   // The Q blocks walked: the run [i_begin, i_end), or under a dense mask this K/V block's list (kMask).
   const BlockWalk walk = kMask ? block_walk(p.dkdv_blocks, b, j, i_begin, i_end)

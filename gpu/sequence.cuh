@@ -144,6 +144,32 @@ __device__ inline RowRange rows_seeing(int k_lo, int k_hi, const RowMask& m) {
   }
   return {a, b};
 }
+// The first row of [a, z) at which `seen(row)` (false, then true from some row on) is true, z if none: a
+// 32-ary search, each lane of the warp testing one of 32 rows spread over what is left, so that a search
+// over 16k rows waits on 3 rounds of loads where a binary search waits on 14 dependent ones. Every lane
+// of the warp must call it with the same a and z.
+template <typename Seen>
+__device__ inline int first_row_seeing(int a, int z, Seen seen) {
+  const int lane = threadIdx.x % 32;
+  while (a < z) {  // the row sought lies in [a, z]
+    const int step = (z - a + 31) / 32, row = a + lane * step;
+    const unsigned hit = __ballot_sync(0xffffffffu, row >= z || seen(row));
+    const int f = hit ? __ffs(int(hit)) - 1 : 32;  // the first lane whose row is past the edge
+    if (f < 32) z = a + f * step;
+    if (f > 0) a += (f - 1) * step + 1;
+  }
+  return a;
+}
+// rows_seeing by a whole warp (fa2's dK/dV): the same two searches, 32-ary. With a mask function's
+// intervals every test is a global load; the binary searches' 28 dependent loads at 16k rows cost fa2's
+// dK/dV 2-3% on aligned documents (H100, 2026-11-27: simulator/validation/partial_tiles.py --pass bwd,
+// against density x unmasked 1.09-1.23 -> 1.07-1.20; gpu/HISTORY.md, which also says why fa3's backward
+// keeps the binary searches). Every lane of the warp must call it.
+__device__ inline RowRange rows_seeing_by_warp(int k_lo, int k_hi, const RowMask& m) {
+  const int a = first_row_seeing(0, m.sq, [&](int r) { return m.end(r) > k_lo; });
+  const int b = first_row_seeing(a, m.sq, [&](int r) { return m.begin(r) >= k_hi; });
+  return {a, b};
+}
 // The key blocks of `rows` query rows from row0 under the window rule (fa3's packed tiles: fewer rows
 // than the tile has, each seen by several heads).
 template <int kBc>
