@@ -48,6 +48,10 @@ def main():
     ap.add_argument("--out", help="also write the lines to this file")
     args = ap.parse_args()
     import torch
+    from flashlab import _abi
+    lib = _abi.lib()
+    if not lib.flashlab_has_cuda():
+        sys.exit(f"{lib.path} was built without CUDA: build where nvcc is installed, or set FLASHLAB_LIBRARY")
     cases_args = types.SimpleNamespace(masks=args.masks, docs=8, docs_per_seq=0, prefix_frac=0.25, seed=17)
     lines = [f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.kernel} forward+backward; "
              "ms per call (masked / (density x unmasked))"]
