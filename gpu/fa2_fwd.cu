@@ -95,12 +95,17 @@ struct Pair {
 };
 
 // Whether a kernel parks its rows' column intervals in shared memory (4 kMT ints a thread, after V's
-// stages) instead of registers: the mask kernel at d = 64, where held in registers they pushed running row
-// maxima out to local memory inside the loop (ptxas -v 84 -> 28 bytes of spill stores; SASS spills between
-// the loop's MMAs 15 -> 5) and the kernel ran 1.04-1.12x faster on every document and prefix-LM cell
-// (H100, 2026-11-27; gpu/HISTORY.md). 84 KiB a CTA, still two an SM.
+// stages) instead of registers: the mask kernel at d = 64, where held in registers they pushed other
+// values out to local memory inside the loop (ptxas -v 84 -> 28 bytes of spill stores; SASS spills in its
+// MMA loop 15 -> 5) and the kernel ran 1.04-1.12x faster on every document and prefix-LM cell (H100,
+// 2026-11-27; gpu/HISTORY.md). 84 KiB a CTA, still two an SM.
 template <int D>
 constexpr bool rows_in_smem(Features f) { return f == Features::mask && D == 64; }
+// The shared memory a kernel of shape S takes with features f: its tiles', and the parked intervals'.
+template <class S, typename T>
+constexpr size_t smem_bytes(Features f) {
+  return size_t(S::smem_elems()) * sizeof(T) + (rows_in_smem<S::D>(f) ? 4 * S::kMT * S::kThreads * sizeof(int) : 0);
+}
 
 // ---- the kernel
 template <class S, typename T, bool kSoftcap, Features kF>
@@ -351,8 +356,7 @@ using Default = typename DefaultOf<D>::type;
 
 template <class S, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
-  const size_t smem = size_t(S::smem_elems()) * sizeof(T) +
-                      (rows_in_smem<S::D>(p.features()) ? 4 * S::kMT * S::kThreads * sizeof(int) : 0);
+  const size_t smem = smem_bytes<S, T>(p.features());
   check_block_lists(p.forward_blocks, S::kBr, S::kBc, "fa2 forward");
   const auto kernel = pick_instantiation(p, [](auto cap, auto f) {
     return &fa2_forward_kernel<S, T, decltype(cap)::value, decltype(f)::value>;

@@ -9,7 +9,7 @@ L2Cache::L2Cache(double capacity_bytes, uint32_t keys, Replacement policy)
   if (policy == Replacement::lru) prev_.assign(keys, kNone), next_.assign(keys, kNone);
 }
 
-std::size_t L2Cache::victim() {
+std::size_t L2Cache::victim_place() {
   for (;;) {  // any resident block but the one being filled; xorshift64 keeps runs reproducible
     rng_ ^= rng_ << 13, rng_ ^= rng_ >> 7, rng_ ^= rng_ << 17;
     const std::size_t at = rng_ % resident_.size();
@@ -34,16 +34,16 @@ void L2Cache::push_front(uint32_t k) {
 void L2Cache::evict_to_fit() {
   const bool lru = policy_ == Replacement::lru;
   while (used_ > capacity_ && (lru ? tail_ != kNone && tail_ != head_ : resident_.size() > 1)) {
-    uint32_t victim = tail_;
+    uint32_t key = tail_;
     if (lru) {
-      unlink(victim);
-    } else {  // swap-remove from the resident list, found at the place random replacement drew
-      const std::size_t at = this->victim();
-      victim = resident_[at];
+      unlink(key);
+    } else {  // swap-remove from the resident list, at the place random replacement drew
+      const std::size_t at = victim_place();
+      key = resident_[at];
       resident_[at] = resident_.back();
       resident_.pop_back();
     }
-    Line& v = line_[victim];
+    Line& v = line_[key];
     used_ -= v.bytes;
     if (v.dirty) write_ += v.bytes;
     v.present = v.dirty = false;

@@ -47,7 +47,7 @@ class L2Cache {
   void unlink(uint32_t key);
   void push_front(uint32_t key);
 
-  std::size_t victim();  // random replacement: the place in resident_ of the line it evicts
+  std::size_t victim_place();  // random replacement: the place in resident_ of the line it evicts
 
   static constexpr uint32_t kNone = ~uint32_t{0};
   // What the cache knows of one key, in one place (the replay touches a key's fields together).
