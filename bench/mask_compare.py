@@ -473,7 +473,10 @@ def main():
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                    f"masks-{device_short_name(device)}-{datetime.date.today().isoformat()}"
                                    f"{'' if args.kernel == 'fa2' else '-' + args.kernel}.csv")
-    other = _abi.load(args.other) if args.other else None
+    try:
+        other = _abi.load(args.other) if args.other else None
+    except _abi.FlashlabError as e:
+        sys.exit(f"--other: {e}")
     print(f"{device}, torch {torch.__version__}, {lib.path}" + (f", other {other.path}" if other else ""), flush=True)
     timer = Timer(torch)
     rows = []

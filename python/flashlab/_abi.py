@@ -178,7 +178,12 @@ def lib():
 def load(path):
     """The library at `path`, its entry points typed, its ABI version checked. ctypes loads it RTLD_LOCAL,
     so a bench can hold a second build beside lib()'s (bench/mask_compare.py --other)."""
-    handle = ctypes.CDLL(os.path.abspath(path))
+    if not os.path.isfile(path):
+        raise FlashlabError(f"{path}: no such library file")
+    try:
+        handle = ctypes.CDLL(os.path.abspath(path))
+    except OSError as e:
+        raise FlashlabError(f"{path} could not be loaded: {e}") from None
     c = ctypes
     P, T = c.POINTER(Problem), c.POINTER(Tensors)
     text_out = c.POINTER(c.c_void_p)
