@@ -54,8 +54,9 @@
 //       over the warp (sequence.cuh rows_seeing_by_warp) in place of two binary searches of dependent
 //       global loads: aligned documents (no partial tiles) against density x unmasked 1.07-1.20 (was
 //       1.09-1.23); masked forward + backward 0.96-1.05x v8 in one process (median 1.02x, H100,
-//       2026-11-27, bench/results/masks-h100-2026-11-27-fa2-bwd-warp-search.csv); fa3 keeps the binary
-//       searches (gpu/HISTORY.md says why).
+//       2026-11-27, bench/results/masks-h100-2026-11-27-fa2-bwd-warp-search.csv). Fixed the same day:
+//       a search that found no row could end one past the sequence (row_search.hpp), a wasted step here
+//       and wrong gradients in fa3 (gpu/HISTORY.md); the fix 0.98-1.02x in one process.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

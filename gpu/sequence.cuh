@@ -5,6 +5,7 @@
 
 #include "mask.cuh"
 #include "params.hpp"
+#include "row_search.hpp"
 
 namespace flashlab::gpu {
 
@@ -128,43 +129,23 @@ __device__ inline KeyBlocks<kBc> key_blocks(int row0, const RowMask& m) {
   const int begin = c_lo / kBc, end = c_hi > c_lo ? (c_hi + kBc - 1) / kBc : begin;
   return {begin, end, m.begin(last_row), m.end(row0)};
 }
-// rows_seeing under any RowMask: binary searches on the monotone ends.
-__device__ inline RowRange rows_seeing(int k_lo, int k_hi, const RowMask& m) {
-  int a = 0, z = m.sq;  // the first row whose end passes k_lo
-  while (a < z) {
-    const int mid = (a + z) / 2;
-    if (m.end(mid) > k_lo) z = mid;
-    else a = mid + 1;
-  }
-  int b = a, y = m.sq;  // the first row whose begin reaches k_hi
-  while (b < y) {
-    const int mid = (b + y) / 2;
-    if (m.begin(mid) >= k_hi) y = mid;
-    else b = mid + 1;
-  }
-  return {a, b};
-}
-// The first row of [a, z) at which `seen(row)` (false, then true from some row on) is true, z if none: a
-// 32-ary search, each lane of the warp testing one of 32 rows spread over what is left, so that a search
-// over 16k rows waits on 3 rounds of loads where a binary search waits on 14 dependent ones. Every lane
-// of the warp must call it with the same a and z.
+// The first row of [a, z) at which `seen(row)` (false, then true from some row on) is true, z if none, by
+// the warp: row_search.hpp's 32-ary search, lane l testing its round's row l. Every lane of the warp must
+// call it with the same a and z.
 template <typename Seen>
 __device__ inline int first_row_seeing(int a, int z, Seen seen) {
   const int lane = threadIdx.x % 32;
-  while (a < z) {  // the row sought lies in [a, z]
-    const int step = (z - a + 31) / 32, row = a + lane * step;
-    const unsigned hit = __ballot_sync(0xffffffffu, row >= z || seen(row));
-    const int f = hit ? __ffs(int(hit)) - 1 : 32;  // the first lane whose row is past the edge
-    if (f < 32) z = a + f * step;
-    if (f > 0) a += (f - 1) * step + 1;
-  }
-  return a;
+  return first_row_32ary(a, z, [&](int a0, int step, int z0) {
+    const int row = a0 + lane * step;
+    return __ballot_sync(0xffffffffu, row >= z0 || seen(row));
+  });
 }
-// rows_seeing by a whole warp (fa2's dK/dV): the same two searches, 32-ary. With a mask function's
-// intervals every test is a global load; the binary searches' 28 dependent loads at 16k rows cost fa2's
-// dK/dV 2-3% on aligned documents (H100, 2026-11-27: simulator/validation/partial_tiles.py --pass bwd,
-// against density x unmasked 1.09-1.23 -> 1.07-1.20; gpu/HISTORY.md, which also says why fa3's backward
-// keeps the binary searches). Every lane of the warp must call it.
+// The query rows [lo, hi) that see at least one key of [k_lo, k_hi) under any RowMask, by a whole warp
+// (fa2's and fa3's dK/dV): the first row whose end passes k_lo, then the first whose begin reaches k_hi,
+// each a 32-ary search of the monotone ends. With a mask function's intervals every test is a global
+// load; binary searches' 28 dependent loads at 16k rows cost fa2's dK/dV 2-3% on aligned documents (H100,
+// 2026-11-27: simulator/validation/partial_tiles.py --pass bwd, against density x unmasked 1.09-1.23 ->
+// 1.07-1.20). Every lane of the warp must call it.
 __device__ inline RowRange rows_seeing_by_warp(int k_lo, int k_hi, const RowMask& m) {
   const int a = first_row_seeing(0, m.sq, [&](int r) { return m.end(r) > k_lo; });
   const int b = first_row_seeing(a, m.sq, [&](int r) { return m.begin(r) >= k_hi; });

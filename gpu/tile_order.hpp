@@ -13,11 +13,7 @@
 // Host and device: the simulator replays the same order (simulator/grids.cpp).
 #pragma once
 
-#if defined(__CUDACC__)
-#define FLASHLAB_HOST_DEVICE __host__ __device__
-#else
-#define FLASHLAB_HOST_DEVICE
-#endif
+#include "host_device.hpp"
 
 namespace flashlab::gpu {
 

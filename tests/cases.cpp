@@ -54,6 +54,16 @@ std::vector<Case> mask_cases() {
     q.mask.prefix = {0, 37, 150};  // no prefix (causal), one inside a tile, the whole sequence (no mask)
     q.dtype = DType::bf16;
     cases.push_back({"prefix-lm per entry 0,37,150, 97x150 (bottom-right)", q});
+    // Whole Q blocks (1152 = 9 x 128 rows), batch 2: the last row sees every K/V block, so a dK/dV CTA's
+    // rows run to the end of the sequence and its walk must stop there (the row search once ended a row
+    // past it, and fa3's backward then walked entry 1's first Q block as entry 0's last).
+    Problem r = p;
+    r.batch = 2;
+    r.heads_q = r.heads_kv = 1;
+    r.seqlen_q = r.seqlen_k = 1152;
+    r.mask.kind = MaskKind::prefix_lm;
+    r.mask.prefix = {40};
+    cases.push_back({"prefix-lm 40, batch 2, 1152 (whole Q blocks)", r});
   }
   {
     Problem q = p;

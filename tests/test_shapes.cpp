@@ -1,4 +1,5 @@
-// gpu/shapes.hpp: the tile shapes the kernels launch, as the simulator and `flashlab shapes` read them.
+// gpu/shapes.hpp: the tile shapes the kernels launch, as the simulator and `flashlab shapes` read them;
+// the kernels' host-and-device helpers (tile_order.hpp, row_search.hpp).
 // That the kernels compile exactly these shapes is checked where they are instantiated (static_asserts
 // in gpu/*.cu); here, the rules a caller relies on.
 #include <doctest/doctest.h>
@@ -8,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "row_search.hpp"
 #include "shapes.hpp"
 #include "tile_order.hpp"
 
@@ -185,4 +187,30 @@ TEST_CASE("tile_order: sections as few as half the L2 allows, evened out") {
   CHECK(longest_first_tile(4 * 3 * 10 - 1, 10, 16, 6, nullptr).pair == 11);
   CHECK(longest_first_tile(4 * 3 * 10, 10, 16, 6, nullptr).pair == 12);
   CHECK(longest_first_tile(16 * 10 - 1, 10, 16, 6, nullptr).pair == 15);
+}
+
+TEST_CASE("row_search: the 32-ary search finds the first row seen, and never a row past the range") {
+  // Every range [a, z) up to 2100 rows from a few starts, with the edge anywhere in it or past it, and
+  // a test that is true of every row past the range (rows past sq read the last row's interval, and
+  // what lies past z may be seen): the answer is the first seen row of the range, z if none. (Ranges
+  // like 1088 rows once ended a row past z, which made fa2's and fa3's backward walk a Q block past the
+  // sequence: fa3's then added another entry's rows into dK and dV.)
+  int wrong = 0, searches = 0;
+  for (int a : {0, 1, 37, 128})
+    for (int z = a; z <= a + 2100; ++z)
+      for (int edge = a; edge <= z + 40; edge += edge < a + 70 || edge > z - 70 ? 1 : 29) {
+        const auto hits = [&](int a0, int step, int z0) {
+          unsigned bits = 0;
+          for (int lane = 0; lane < 32; ++lane) {
+            const int row = a0 + lane * step;
+            if (row >= z0 || row >= edge) bits |= 1u << lane;
+          }
+          return bits;
+        };
+        const int want = edge < z ? edge : z;
+        wrong += first_row_32ary(a, z, hits) != want;
+        ++searches;
+      }
+  CHECK(searches > 100000);
+  CHECK(wrong == 0);
 }

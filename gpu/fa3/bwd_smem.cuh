@@ -90,9 +90,10 @@ __device__ inline DqPlace dq_place(int f) {
 
 // The Q blocks a CTA (K/V block j of kv head g, batch entry b) walks: every query head of g's group,
 // and for each the Q blocks [i_begin, i_begin + n) whose rows see any of the block's keys (sequence.cuh
-// rows_seeing: the window rule's closed form, or with kMask binary searches on a mask function's row
-// intervals), step t at head g group + t / n, Q block i_begin + t % n; deterministic, from the last
-// (i_begin + n - 1 - t % n: bwd_dq_writer.cuh says why).
+// rows_seeing: the window rule's closed form, or with kMask rows_seeing_by_warp's 32-ary searches of a
+// mask function's row intervals, so every thread of the CTA constructs it), step t at head
+// g group + t / n, Q block i_begin + t % n; deterministic, from the last (i_begin + n - 1 - t % n:
+// bwd_dq_writer.cuh says why).
 template <int kBr, int kBc>
 struct BwdWalk {
   int i_begin = 0, n = 0, head0 = 0, steps = 0;
@@ -102,7 +103,7 @@ struct BwdWalk {
                      std::bool_constant<kMask>) {
     const int group = p.heads_q / p.heads_kv, key0 = j * kBc, key1 = min(key0 + kBc, s.sk);
     const RowRange rows =
-        kMask ? rows_seeing(key0, key1, rm) : rows_seeing(key0, key1, s.sq, s.sk, p.window_left, p.window_right);
+        kMask ? rows_seeing_by_warp(key0, key1, rm) : rows_seeing(key0, key1, s.sq, s.sk, p.window_left, p.window_right);
     i_begin = rows.lo / kBr;
     n = rows.hi > rows.lo ? (rows.hi + kBr - 1) / kBr - i_begin : 0;
     head0 = g * group;

@@ -13,8 +13,9 @@
 //   main        one CTA a (K/V block of 128 keys, kv head, batch entry); a producer and two consumer
 //               warpgroups (setmaxnreg 24 / 240):
 //     scheduler   the grid itself, and bwd_smem.cuh BwdWalk: the Q blocks whose rows see the CTA's keys
-//                 (rows_seeing: causal and window blocks skipped; under a mask function binary searches on
-//                 its row intervals), for each query head of the group.
+//                 (rows_seeing: causal and window blocks skipped; under a mask function 32-ary searches
+//                 of its row intervals by each warp, sequence.cuh rows_seeing_by_warp), for each query
+//                 head of the group.
 //     producer    bwd_producer.cuh, warpgroup 0's first warp (one lane issues): K_j and V_j once, then Q_i,
 //                 dO_i (TMA) and the rows' LSE2 and D (bulk copies) through two stages.
 //     consumers   bwd_consumer.cuh: S^T, dP^T, dV, dK and dQ by wgmma (64 keys each), P^T and dS^T in
@@ -54,6 +55,10 @@
 //       loop gone (SASS); softcap at d = 64 20-32 -> 24-43 (S and dP both held; not timed). A/B in one
 //       process, both orders, forward + backward (forward unchanged at d <= 128), H100, 2026-11-26
 //       (bench/results/ab-h100-2026-11-26-fa3-fresh-desc-fwdbwd*.csv): 0.987-1.029x a cell.
+//   v6  under a mask function, a K/V block's Q-row range by a 32-ary search over each warp (sequence.cuh
+//       rows_seeing_by_warp) in place of two binary searches of dependent loads: masked forward +
+//       backward 0.99-1.07x v5 in one process (median 1.047x; H100, 2026-11-27, bench/results/masks-h100-
+//       2026-11-27-fa3-bwd-warp-search-ab.csv).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
