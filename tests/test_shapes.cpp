@@ -190,11 +190,11 @@ TEST_CASE("tile_order: sections as few as half the L2 allows, evened out") {
 }
 
 TEST_CASE("row_search: the 32-ary search finds the first row seen, and never a row past the range") {
-  // Every range [a, z) up to 2100 rows from a few starts, with the edge anywhere in it or past it, and
-  // a test that is true of every row past the range (rows past sq read the last row's interval, and
-  // what lies past z may be seen): the answer is the first seen row of the range, z if none. (Ranges
-  // like 1088 rows once ended a row past z, which made fa2's and fa3's backward walk a Q block past the
-  // sequence: fa3's then added another entry's rows into dK and dV.)
+  // Every range [a, z) up to 2100 rows from a few starts, the first seen row anywhere in it or past it
+  // (none seen): the answer is that row, z if it lies past. The kernels' `hits` sets the bit of every
+  // row past the range, as here. (A range of 1088 rows with none seen once ended a row past z, which
+  // made fa2's and fa3's backward walk a Q block past the sequence: fa3's then added another entry's
+  // rows into dK and dV.)
   int wrong = 0, searches = 0;
   for (int a : {0, 1, 37, 128})
     for (int z = a; z <= a + 2100; ++z)
