@@ -71,10 +71,10 @@ def cli_path():
 
 
 @functools.lru_cache(maxsize=None)
-def forward_tile(kernel, d):
-    """The (Br, Bc) the kernel's forward launches at head_dim d, as `flashlab shapes` reads it from
-    gpu/shapes.hpp (the one owner of the tile shapes)."""
-    cmd = [cli_path(), "shapes", "--algo", kernel, "--hdim", str(d), "--json"]
+def forward_tile(kernel, d, pass_="fwd"):
+    """The (Br, Bc) the kernel's forward (pass_ "bwd": its backward's first kernel, fa2's dK/dV) launches at
+    head_dim d, as `flashlab shapes` reads it from gpu/shapes.hpp (the one owner of the tile shapes)."""
+    cmd = [cli_path(), "shapes", "--algo", kernel, "--hdim", str(d), "--pass", pass_, "--json"]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as e:

@@ -17,7 +17,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import torch  # noqa: E402
-from mask_compare import Kernel, Timer  # noqa: E402
+from mask_compare import Kernel, Timer, forward_tile  # noqa: E402
 timer = Timer(torch)
 
 def tiles(docs, br, bc):
@@ -38,16 +38,15 @@ def tiles(docs, br, bc):
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("--pass", dest="pas", default="fwd", choices=["fwd", "bwd"])
 backward = ap.parse_args().pas == "bwd"
-# (d, query rows a tile, keys a tile): the forward's tiles, or dK/dV's (`flashlab shapes --pass bwd`).
-shapes = ((64, 128, 128), (128, 64, 128)) if backward else ((64, 128, 128), (128, 128, 64))
+time = (lambda k: timer.median_ms(k.forward_backward) - timer.median_ms(k.forward)) if backward else \
+    (lambda k: timer.median_ms(k.forward))
 s, b, h = 16384, 1, 16
-for d, br, bc in shapes:
+for d in (64, 128):
+    br, bc = forward_tile("fa2", d, "bwd" if backward else "fwd")  # the forward's tiles, or dK/dV's
     gen = torch.Generator(device="cuda").manual_seed(1)
     q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
     o = torch.empty_like(q); lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
     grads = [do, torch.empty_like(q), torch.empty_like(q), torch.empty_like(q)]
-    time = (lambda k: timer.median_ms(k.forward_backward) - timer.median_ms(k.forward)) if backward else \
-        (lambda k: timer.median_ms(k.forward))
     plain = Kernel("fa2", torch, q, k, v, o, lse, grads)
     t_plain = time(plain)
     plain.close()
