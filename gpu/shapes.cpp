@@ -79,7 +79,7 @@ std::vector<KernelShapeRow> kernel_shapes(const std::string& algo, bool backward
   for (const std::string& name : shape_algos()) {
     if (dtype == "fp8" && name != "fa3") continue;  // FP8: fa3's forward only
     if (backward && name != "fa2" && name != "fa3") continue;
-    // fa3's backward is a Hopper kernel for head dims up to 128: `all` lists it where it runs.
+    // fa3's backward is a Hopper kernel (227 KiB of shared memory at d = 256): `all` lists it where it runs.
     if (backward && name == "fa3" &&
         (!fa3_backward_shape(head_dim).supported() || fa3_backward_shape(head_dim).smem_bytes > smem_per_block))
       continue;

@@ -354,40 +354,49 @@ constexpr TileShape fa3_fp8_forward_shape(int head_dim) {
   return s;
 }
 
-// The backward (gpu/fa3/fa3_bwd.cu): a CTA a K/V block of Bc = 128 keys, two consumer warpgroups of 64 keys
-// each and a producer warpgroup; the Q blocks of Br rows stream past in `stages` buffers of Q, dO and their
-// rows' LSE and D. Shared memory: K and V (Bc x D), the Q and dO stages (Br x D each), dS^T twice (Bc x Br:
+// The backward (gpu/fa3/fa3_bwd.cu): a CTA a K/V block of Bc keys, two consumer warpgroups and a producer
+// warpgroup; the Q blocks of Br rows stream past in `stages` buffers of Q, dO and their rows' LSE and D.
+// Shared memory up to d = 128: K and V (Bc x D), the Q and dO stages (Br x D each), dS^T twice (Bc x Br:
 // the dQ GEMM of one step reads it while the next step writes the other), a step's fp32 dQ (Br x D, what
 // the bulk reduction adds into the scratch), LSE and D (Br floats each a stage), and 2 KiB for the
-// alignment and the mbarriers.
+// alignment and the mbarriers. At d = 256 (the split kernel, below) no fp32 dQ, and P^T twice beside dS^T:
+// the consumers hand each other their halves of both.
 constexpr int fa3_backward_smem_bytes(int d, int block_m, int block_n, int stages) {
-  return 2 * block_n * d * 2 + 2 * stages * block_m * d * 2 + 2 * block_n * block_m * 2 + block_m * d * 4 +
-         2 * stages * block_m * 4 + 2048;
+  const int exchanged = d == 256 ? 4 : 2;  // dS^T twice, and at d = 256 P^T twice
+  return 2 * block_n * d * 2 + 2 * stages * block_m * d * 2 + exchanged * block_n * block_m * 2 +
+         (d == 256 ? 0 : block_m * d * 4) + 2 * stages * block_m * 4 + 2048;
 }
 
-// Each consumer warpgroup holds its 64 keys' dK and dV (64 x D fp32 each) through the whole walk and its
-// share of a step's dQ (64 x 64: the Q block's rows by half the head dim, or half the rows by all of it), so
-// that every wgmma is 64 rows high and 64 or more wide: Br = 64 at d = 128 (S^T and dP^T 64 x 64), Br = 128
-// at d = 64 (64 x 128). At d = 256, dK and dV alone would take 256 registers a thread: not compiled yet.
+// Up to d = 128 each consumer warpgroup holds its 64 keys' dK and dV (64 x D fp32 each) through the whole
+// walk and its share of a step's dQ (64 x 64: the Q block's rows by half the head dim, or half the rows by
+// all of it), so that every wgmma is 64 rows high and 64 or more wide: Br = 64 at d = 128 (S^T and dP^T
+// 64 x 64), Br = 128 at d = 64 (64 x 128). At d = 256 that would be 256 registers a thread for dK and dV
+// alone, so the two consumers share one block of 64 keys and split the head dim instead (128 columns of
+// dK and dV each, 128 registers): each computes S^T and dP^T for half the Q block's 64 rows (64 x 32),
+// and they trade their halves of P^T and dS^T through shared memory (FlashAttention-3's hdim-256 backward
+// splits the same way, with 80 keys); dQ goes into the scratch by vector atomics from registers, as
+// FA3's does there, since a step's fp32 dQ (64 KiB) does not fit beside two stages of Q and dO.
 constexpr TileShape fa3_backward_shape(int head_dim) {
   const int d = fa3_padded_head_dim(head_dim);
-  if (d == 0 || d > 128)
+  if (d == 0)
     return shapes_detail::unsupported("fa3_backward_kernel (gpu/fa3/fa3_bwd.cu)",
-                                      "the fa3 backward takes head dims that are multiples of 8 from 8 to 128 (d = 256 "
-                                      "needs another split of dK and dV: not written yet)");
+                                      "the fa3 backward takes head dims that are multiples of 8 from 8 to 256");
   TileShape s;
   s.kernel = "fa3_backward_kernel (gpu/fa3/fa3_bwd.cu)";
   s.head_dim = d;
   s.block_m = d == 64 ? 128 : 64;
-  s.block_n = 128;
+  s.block_n = d == 256 ? 64 : 128;
   s.warps = 12;
   s.threads = 32 * s.warps;
   s.stages = 2;
   s.smem_bytes = fa3_backward_smem_bytes(d, s.block_m, s.block_n, s.stages);
-  s.why = d == 64 ? "128 keys a CTA (two consumer warpgroups of 64), Q blocks of 128 rows: each consumer's dQ is 64 "
-                    "rows x the head dim, Q, dO double-buffered"
-                  : "128 keys a CTA (two consumer warpgroups of 64), Q blocks of 64 rows: each consumer's dQ is the 64 "
-                    "rows x half the head dim, Q, dO double-buffered";
+  s.why = d == 64    ? "128 keys a CTA (two consumer warpgroups of 64), Q blocks of 128 rows: each consumer's dQ is 64 "
+                       "rows x the head dim, Q, dO double-buffered"
+          : d == 128 ? "128 keys a CTA (two consumer warpgroups of 64), Q blocks of 64 rows: each consumer's dQ is the 64 "
+                       "rows x half the head dim, Q, dO double-buffered"
+                     : "64 keys a CTA, the head dim split between two consumer warpgroups (dK and dV 64 x 128 each), "
+                       "Q blocks of 64 rows, P^T and dS^T traded through shared memory, dQ by atomics, Q, dO "
+                       "double-buffered";
   return s;
 }
 

@@ -6,9 +6,10 @@ hand; this script writes them. Run it after changing the list of shapes below:
     python3 scripts/gen_wgmma.py > gpu/fa3/wgmma_ops.cuh
 """
 
-SHAPES = (64, 80, 128, 256)  # N: Bc for S = Q K^T, the head dim for O += P V (forward); Br for S^T = K Q^T and
-                         # dP^T = V dO^T, the head dim for dV += P^T dO and dK += dS^T Q (backward)
-SS_TT_SHAPES = (64,)     # N: a consumer's 64 columns of dQ += dS K (backward)
+SHAPES = (32, 64, 80, 128, 256)  # N: Bc for S = Q K^T, the head dim for O += P V (forward); Br for S^T = K Q^T
+                         # and dP^T = V dO^T (at d = 256 a consumer's half of it, 32), the head dim (or a
+                         # consumer's half of it) for dV += P^T dO and dK += dS^T Q (backward)
+SS_TT_SHAPES = (64, 128)  # N: a consumer's columns of dQ += dS K (backward: 64, and 128 at d = 256)
 TYPES = (("bf16", "__nv_bfloat16"), ("f16", "__half"))
 FP8_SS_SHAPES = (128,)      # N: Bc for the FP8 forward's S = Q K^T (k32: 32 one-byte elements a step)
 FP8_RS_SHAPES = (128, 256)  # N: the head dim for its O += P V (B = V^T, K-major: FP8 has no transpose)

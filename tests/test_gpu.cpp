@@ -57,7 +57,7 @@ TEST_CASE("GPU fa2 and fa3: the deterministic backward gives the same bits every
       const Inputs in = random_inputs(p, 42);
       CAPTURE(kernel);
       CAPTURE(p.describe());
-      if (const std::string why = gpu::backward_unsupported(kernel, p); !why.empty()) {
+      if (const std::string why = gpu::backward_unsupported(kernel, p, true); !why.empty()) {
         MESSAGE(kernel << ": " << why << " (its deterministic backward not run)");
         continue;
       }

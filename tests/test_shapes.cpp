@@ -89,7 +89,13 @@ TEST_CASE("shapes: fa1_minimal, standard and the FA3 forward") {
     CHECK(b.smem_bytes <= kH100SmemPerBlock);
   }
   CHECK(fa3_backward_shape(72).head_dim == 128);
-  CHECK_FALSE(fa3_backward_shape(256).supported());
+  const TileShape b256 = fa3_backward_shape(256);  // the split kernel: 64 keys, the head dim halved a consumer
+  CHECK(consistent(b256));
+  CHECK(b256.block_m == 64);
+  CHECK(b256.block_n == 64);
+  CHECK(b256.smem_bytes <= kH100SmemPerBlock);
+  CHECK(fa3_backward_shape(200).head_dim == 256);
+  CHECK_FALSE(fa3_backward_shape(264).supported());
 }
 
 TEST_CASE("shapes: the lookup by name lists a pass's kernels and says why it refuses") {
@@ -105,7 +111,8 @@ TEST_CASE("shapes: the lookup by name lists a pass's kernels and says why it ref
   CHECK(kernel_shapes("all", false, 64, "fp32", kH100SmemPerBlock, &error).size() == 2);  // standard, fa1-minimal
   CHECK(kernel_shapes("all", true, 64, "bf16", kH100SmemPerBlock, &error).size() == 3);   // fa2's two, fa3's
   CHECK(kernel_shapes("all", true, 64, "bf16", kA100SmemPerBlock, &error).size() == 2);   // fa3's is over 163 KiB
-  CHECK(kernel_shapes("all", true, 256, "bf16", kH100SmemPerBlock, &error).size() == 2);  // fa3's stops at d = 128
+  CHECK(kernel_shapes("all", true, 256, "bf16", kH100SmemPerBlock, &error).size() == 3);  // fa3's split kernel
+  CHECK(kernel_shapes("all", true, 264, "bf16", kH100SmemPerBlock, &error).empty());      // no head dim over 256
 
   struct Refusal {
     std::string algo;
@@ -124,7 +131,7 @@ TEST_CASE("shapes: the lookup by name lists a pass's kernels and says why it ref
       {"fa3", true, 64, "fp8", kH100SmemPerBlock, "fp8 is fa3's forward only"},
       {"fa3", false, 200, "fp8", kH100SmemPerBlock, "multiples of 16"},
       {"fa1-minimal", true, 64, "fp32", kH100SmemPerBlock, "no backward"},
-      {"fa3", true, 256, "bf16", kH100SmemPerBlock, "not written yet"},
+      {"fa3", true, 256, "bf16", kA100SmemPerBlock, "bytes of shared memory per block"},
       {"fa2", true, 128, "bf16", kL4SmemPerBlock, "bytes of shared memory per block"},
       {"all", false, 300, "bf16", kH100SmemPerBlock, "head dim 300"},
   };

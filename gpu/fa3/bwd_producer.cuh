@@ -9,7 +9,7 @@ namespace flashlab::gpu::fa3 {
 // bulk copies of the padded scratch) into stage t % 2, all four completing on full[stage]; a stage is
 // refilled once every consumer has arrived on its barrier kStageEmpty + stage (its GEMMs are done with it).
 template <class S, typename T>
-__device__ void produce_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const BwdScratch& sc, const Sequence& seq,
+__device__ void produce_bwd(BwdSmemOf<S, T>& sm, const BackwardParams& p, const BwdScratch& sc, const Sequence& seq,
                             const BwdWalk<S::kBr, S::kBc>& walk, int j, int g, int b, const CUtensorMap* map_q,
                             const CUtensorMap* map_k, const CUtensorMap* map_v, const CUtensorMap* map_do) {
   constexpr int kBr = S::kBr, kBc = S::kBc;

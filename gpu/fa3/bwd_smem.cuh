@@ -11,17 +11,23 @@
 
 namespace flashlab::gpu::fa3 {
 
-// D the (padded) head dim, kBr query rows a step, kBc = 128 keys a CTA: two consumer warpgroups of 64 keys.
-template <int D_, int kBr_>
+// D the (padded) head dim, kBr query rows a step, kBc keys a CTA (shapes.hpp fa3_backward_shape): up to
+// d = 128 two consumer warpgroups of 64 keys each; at d = 256 (kSplitD) both take the CTA's 64 keys, each
+// half the head dim of dK and dV and half the Q block's rows of S^T and dP^T (bwd_consumer_split.cuh).
+template <int D_, int kBr_, int kBc_ = 128>
 struct BwdShape : RegisterSplit<2, 24> {
-  static constexpr int D = D_, kBr = kBr_, kBc = 128, kStages = 2;
+  static constexpr int D = D_, kBr = kBr_, kBc = kBc_, kStages = 2;
   static constexpr int kConsumers = 2;
+  static constexpr bool kSplitD = D == 256;
   static constexpr int kChunks = D / 64;  // 64-column (128-byte) blocks of a row of Q, dO, K, V
   static constexpr int kQChunks = kBr / 64;  // 64-query blocks of a row of dS^T
-  // A step's dQ (kBr x D) is split between the consumers so that each computes a 64 x 64 block with one
-  // wgmma column: by rows where kBr = 128 (consumer w takes rows 64 w..), by columns where kBr = 64.
+  // A step's dQ (kBr x D) is split between the consumers so that each computes its block with one wgmma
+  // column: by rows where kBr = 128 (consumer w takes rows 64 w..), by columns where kBr = 64 (columns
+  // D / 2 w..: 64 x 64 at d = 128, 64 x 128 at d = 256).
   static constexpr bool kDqByRows = kBr == 128;
-  static_assert(kBr * D == 64 * 64 * kConsumers, "each consumer's share of dQ is 64 x 64");
+  static constexpr int kDqCols = kDqByRows ? D : D / 2;  // a consumer's columns of dQ
+  static_assert(kSplitD ? kBr == 64 && kBc == 64 : kBr * D == 64 * 64 * kConsumers && kBc == 128,
+                "up to d = 128 each consumer's share of dQ is 64 x 64; at d = 256 the CTA is 64 x 64");
   static constexpr int kDqFloats = kBr * D;  // a step's dQ, in the consumers' accumulator order (below)
 };
 
@@ -40,6 +46,22 @@ struct BwdSmem {
   uint64_t kv_full, full[S::kStages];  // the copies have landed (a stage is freed by a named barrier)
 };
 
+// At d = 256 (kSplitD): no fp32 dQ (the consumers add theirs into the scratch from registers), and P^T
+// beside dS^T, both 64 keys x 64 query rows in the same swizzle, each consumer writing its 32 columns.
+template <class S, typename T>
+struct BwdSplitSmem {
+  T k[S::kChunks][S::kBc][64];
+  T v[S::kChunks][S::kBc][64];
+  T q[S::kStages][S::kChunks][S::kBr][64];
+  T d_o[S::kStages][S::kChunks][S::kBr][64];
+  T ds[2][S::kBc][64];  // dS^T of steps t even / odd
+  T ps[2][S::kBc][64];  // P^T likewise
+  float lse2[S::kStages][S::kBr], dsum[S::kStages][S::kBr];
+  uint64_t kv_full, full[S::kStages];
+};
+template <class S, typename T>
+using BwdSmemOf = std::conditional_t<S::kSplitD, BwdSplitSmem<S, T>, BwdSmem<S, T>>;
+
 // Named barriers (bar.sync / bar.arrive ids; 0 is __syncthreads'): the consumers' dS^T of a step all in
 // (bwd_consumer.cuh), the hand-over of a step's dQ (bwd_dq_writer.cuh), and stage s free again: the
 // consumers (256 threads) arrive once they are done with it and the producer's warp (32) syncs before
@@ -47,6 +69,7 @@ struct BwdSmem {
 // the sanitizer's race check follows bar.sync, not an mbarrier's arrive.)
 constexpr int kDsFull = 1, kDqFull = 2, kDqEmpty = 3, kStageEmpty = 4;  // kStageEmpty + s, s < kStages
 constexpr int kEpilogue = 6;  // kEpilogue + w: consumer w's own warpgroup (128 threads), its dK / dV tile
+constexpr int kTraded = 8;    // d = 256: both consumers' halves of a step's P^T and dS^T written (256 threads)
 constexpr int kDqThreads = 256 + 32, kStageThreads = 256 + 32;
 
 // The scratch (fa3_backward_scratch_bytes): per query head, each batch entry's rows padded to whole Q
@@ -74,10 +97,10 @@ __device__ inline int64_t block_start(const AttentionParams& p, int b) {
 }
 
 // A step's dQ block (shared memory and scratch alike) in the consumers' accumulator order: accumulator
-// block jj (8 columns) of consumer thread c (0..255) is float4 jj * 256 + c, so that a warp's stores are
-// 512 contiguous bytes. Its four floats are (row, col), (row, col + 1), (row + 8, col), (row + 8, col + 1)
-// of the kBr x D block: rows 16 warp + lane / 4 and columns 8 jj + 2 (lane % 4) of consumer w's 64 x 64
-// share (BwdShape::kDqByRows). The consumers write it (dq_float4), the convert kernel reads it (dq_place).
+// block jj (8 columns) of consumer thread c (0..255) is float4 jj * 256 + c, so that a warp's stores (or,
+// at d = 256, its atomics) are 512 contiguous bytes. Its four floats are (row, col), (row, col + 1),
+// (row + 8, col), (row + 8, col + 1) of the kBr x D block: rows 16 warp + lane / 4 and columns
+// 8 jj + 2 (lane % 4) of consumer w's share (BwdShape::kDqByRows, kDqCols). The consumers write it (dq_float4), the convert kernel reads it (dq_place).
 __host__ __device__ constexpr int dq_float4(int jj, int consumer_thread) { return jj * 256 + consumer_thread; }
 struct DqPlace {
   int row, col;
@@ -85,7 +108,7 @@ struct DqPlace {
 template <class S>
 __device__ inline DqPlace dq_place(int f) {
   const int jj = f / 256, c = f % 256, w = c / 128, warp = (c / 32) % 4, lane = c % 32;
-  return {(S::kDqByRows ? 64 * w : 0) + warp * 16 + lane / 4, (S::kDqByRows ? 0 : 64 * w) + jj * 8 + (lane % 4) * 2};
+  return {(S::kDqByRows ? 64 * w : 0) + warp * 16 + lane / 4, (S::kDqByRows ? 0 : S::kDqCols * w) + jj * 8 + (lane % 4) * 2};
 }
 
 // The Q blocks a CTA (K/V block j of kv head g, batch entry b) walks: every query head of g's group,

@@ -1,8 +1,9 @@
 // fa3: a FlashAttention-3-style backward for Hopper (sm_90a), bf16 / fp16 in, fp32 accumulate; causal and
 // sliding-window masks (bottom-right) with tile skipping, softcap, GQA/MQA (dK and dV summed over a kv
-// head's query heads inside the CTA), seqlen_q != seqlen_k, varlen. Head dims up to 128 (multiples of 8,
-// zero-padded to 64 or 128 by the copy engine). dQ by bulk reductions (cp.reduce.async.bulk) into an fp32
-// scratch, or, deterministic, the same reductions in a fixed order of the K/V blocks. The interval mask
+// head's query heads inside the CTA), seqlen_q != seqlen_k, varlen. Head dims up to 256 (multiples of 8,
+// zero-padded to 64, 128 or 256 by the copy engine). dQ by bulk reductions (cp.reduce.async.bulk) into an
+// fp32 scratch, or, deterministic, the same reductions in a fixed order of the K/V blocks; at d = 256 by
+// float4 atomics from the consumers' registers (no deterministic mode there). The interval mask
 // functions (prefix-LM, document, chunked; params.hpp mask_lo / mask_hi, fixed-length batches) in a kMask
 // instantiation; a dense mask, ALiBi and dropout are fa2's backward's only.
 //
@@ -10,8 +11,8 @@
 //   preprocess  a CTA a Q block of (head, entry): D = rowsum(dO o O) and LSE2 = LSE log2 e into the padded
 //               scratch (bwd_smem.cuh BwdScratch; rows past the entry's end LSE2 = +inf, D = 0), the
 //               block's dQ scratch and semaphore zeroed.
-//   main        one CTA a (K/V block of 128 keys, kv head, batch entry); a producer and two consumer
-//               warpgroups (setmaxnreg 24 / 240):
+//   main        one CTA a (K/V block of 128 keys, 64 at d = 256, kv head, batch entry); a producer and two
+//               consumer warpgroups (setmaxnreg 24 / 240):
 //     scheduler   the grid itself, and bwd_smem.cuh BwdWalk: the Q blocks whose rows see the CTA's keys
 //                 (rows_seeing: causal and window blocks skipped; under a mask function 32-ary searches
 //                 of its row intervals by each warp, sequence.cuh rows_seeing_by_warp), for each query
@@ -20,8 +21,12 @@
 //                 dO_i (TMA) and the rows' LSE2 and D (bulk copies) through two stages.
 //     consumers   bwd_consumer.cuh: S^T, dP^T, dV, dK and dQ by wgmma (64 keys each), P^T and dS^T in
 //                 registers; dK and dV in registers to the end (the epilogue scales dK and stores both).
+//                 At d = 256 bwd_consumer_split.cuh: both take the CTA's 64 keys and half the head dim of
+//                 dK and dV, S^T and dP^T for half the Q block's rows, and trade P^T and dS^T halves
+//                 through shared memory; each adds its dQ into the scratch by atomics.
 //     dQ writer   bwd_dq_writer.cuh, warpgroup 0's second warp: each step's dQ from shared memory into the
-//                 scratch by one bulk reduction (deterministic: after the K/V blocks before it).
+//                 scratch by one bulk reduction (deterministic: after the K/V blocks before it); not at
+//                 d = 256, where a step's fp32 dQ (64 KiB) does not fit beside two stages of Q and dO.
 //   convert     a CTA a Q block: the scratch's dQ (the consumers' accumulator order) times the scale -> dq.
 //
 // Tile shape: shapes.hpp's fa3_backward_shape (`flashlab shapes --algo fa3 --pass bwd`).
@@ -31,7 +36,8 @@
 // (bench/results/gpu-h100-2026-11-23-fa3-bwd-v3.csv): d = 64 0.85-0.97x (causal 0.82-0.95x), d = 128
 // 0.80-0.90x (causal 0.77-0.92x), short sequences lowest; against our fa2 1.18-1.53x, SDPA flash
 // 1.13-1.67x. The deterministic backward against the atomic one in the same process (-v3-deterministic
-// .csv): 0.82-1.14x (two cells under 0.85: d = 64 causal s = 2k and 4k). d = 256: not compiled.
+// .csv): 0.82-1.14x (two cells under 0.85: d = 64 causal s = 2k and 4k). d = 256 (v7, 2026-11-27,
+// bench/results/gpu-h100-2026-11-27-fa3-bwd-d256-v7.csv): 0.95-1.06x cuDNN, causal 0.85-1.00x, s = 1k-16k.
 //
 // Version index (bench/gpu_compare.py --passes fwd+bwd; H100; full entries in gpu/HISTORY.md):
 //   v1  the structure above, no overlap between a step's GEMMs and its softmax inside a warpgroup, one CTA
@@ -59,6 +65,12 @@
 //       rows_seeing_by_warp) in place of two binary searches of dependent loads: masked forward +
 //       backward 0.99-1.07x v5 in one process (median 1.047x; H100, 2026-11-27, bench/results/masks-h100-
 //       2026-11-27-fa3-bwd-warp-search-ab.csv).
+//   v7  d = 256 (2026-11-27): the split kernel (bwd_consumer_split.cuh; before it fa3's d = 256 backward
+//       was fa2's). First version, a consumer's whole 64 x 128 of dQ after dV and dK: 0.73-0.88x cuDNN
+//       forward + backward (-d256-v7a.csv; 30 spill instructions in the loop); dQ in two 64-column halves,
+//       the first's atomics under dV's and dK's GEMMs: 0 spills, 1.15-1.20x that in one process, both
+//       orders (ab-h100-2026-11-27-fa3-bwd-d256-dq-halves*.csv); the sweep (-d256-v7.csv): 0.95-1.06x
+//       cuDNN, causal 0.85-1.00x (under 0.9 at s = 1k 0.847 and 4k 0.899), 1.29-1.68x our fa2.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -70,6 +82,7 @@
 #include "../kernels.hpp"
 #include "../shapes.hpp"
 #include "bwd_consumer.cuh"
+#include "bwd_consumer_split.cuh"
 #include "bwd_producer.cuh"
 #include "tensor_maps.hpp"
 
@@ -140,7 +153,7 @@ __global__ void __launch_bounds__(S::kThreads, 1)
                         const __grid_constant__ CUtensorMap map_do, const BwdScratch sc) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // sm_90a only: other targets compile an empty kernel, never launched
   extern __shared__ unsigned char smem_raw[];
-  auto& sm = *reinterpret_cast<BwdSmem<S, T>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  auto& sm = *reinterpret_cast<BwdSmemOf<S, T>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int j = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
   const Sequence seq = sequence_of(p, b);
   if (j * S::kBc >= seq.sk) return;  // varlen: a K/V block past this entry's keys (the whole CTA leaves)
@@ -162,10 +175,12 @@ __global__ void __launch_bounds__(S::kThreads, 1)
     regs_dealloc<S::kProducerRegs>();
     const int warp = threadIdx.x / 32;
     if (warp == 0) produce_bwd<S, T>(sm, p, sc, seq, walk, j, g, b, &map_q, &map_k, &map_v, &map_do);
-    else if (warp == 1) write_dq<S, T, kDeterministic, kMask>(sm, p, sc, seq, walk, rm, j, b);
+    if constexpr (!S::kSplitD)  // d = 256: the consumers add their dQ by atomics, no writer
+      if (warp == 1) write_dq<S, T, kDeterministic, kMask>(sm, p, sc, seq, walk, rm, j, b);
   } else {
     regs_alloc<S::kConsumerRegs>();
-    consume_bwd<S, T, kSoftcap, kMask>(sm, p, seq, walk, rm, j, g, wg - 1);
+    if constexpr (S::kSplitD) consume_bwd_split<S, T, kSoftcap, kMask>(sm, p, sc, seq, walk, rm, j, g, b, wg - 1);
+    else consume_bwd<S, T, kSoftcap, kMask>(sm, p, seq, walk, rm, j, g, wg - 1);
   }
 #endif
 }
@@ -198,11 +213,11 @@ __global__ void __launch_bounds__(256) bwd_convert_kernel(const BackwardParams p
 template <int D, typename T>
 void launch(const BackwardParams& p, cudaStream_t stream) {
   constexpr TileShape shape = fa3_backward_shape(D);
-  using S = BwdShape<D, shape.block_m>;
+  using S = BwdShape<D, shape.block_m, shape.block_n>;
   static_assert(shape.head_dim == D && shape.block_n == S::kBc && shape.threads == S::kThreads &&
                     shape.stages == S::kStages,
                 "fa3_backward_shape(D) must be a shape of this file's kernel");
-  static_assert(sizeof(BwdSmem<S, __nv_bfloat16>) + 1024 <= size_t(shape.smem_bytes),
+  static_assert(sizeof(BwdSmemOf<S, __nv_bfloat16>) + 1024 <= size_t(shape.smem_bytes),
                 "shapes.hpp's shared memory must cover the kernel's (with its 1024-byte alignment)");
   constexpr size_t smem = shape.smem_bytes;
   const BwdScratch sc = scratch_of(p, S::kBr, D);
@@ -220,8 +235,11 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
   const CUtensorMap map_v = rows_heads_map(p.v, k_rows, p.heads_kv, p.head_dim, p.v_row_stride, p.v_head_stride, S::kBc);
   // kMask: a mask function's row intervals (fa3_backward_unsupported refuses dense masks, ALiBi, dropout).
   const auto pick = [&](auto cap, auto mask) {
-    return p.deterministic ? &fa3_backward_kernel<S, T, decltype(cap)::value, true, decltype(mask)::value>
-                           : &fa3_backward_kernel<S, T, decltype(cap)::value, false, decltype(mask)::value>;
+    if constexpr (S::kSplitD)  // fa3_backward_unsupported refuses the deterministic mode at d = 256
+      return &fa3_backward_kernel<S, T, decltype(cap)::value, false, decltype(mask)::value>;
+    else
+      return p.deterministic ? &fa3_backward_kernel<S, T, decltype(cap)::value, true, decltype(mask)::value>
+                             : &fa3_backward_kernel<S, T, decltype(cap)::value, false, decltype(mask)::value>;
   };
   const auto with = [&](auto cap) {
     return p.mask_lo ? pick(cap, std::true_type{}) : pick(cap, std::false_type{});
@@ -241,6 +259,7 @@ void dispatch_dim(const BackwardParams& p, cudaStream_t stream) {
   switch (fa3_padded_head_dim(p.head_dim)) {
     case 64: return launch<64, T>(p, stream);
     case 128: return launch<128, T>(p, stream);
+    case 256: return launch<256, T>(p, stream);
   }
   throw Error("fa3 backward: head_dim " + std::to_string(p.head_dim) + " is not supported");
 }
@@ -250,7 +269,10 @@ void dispatch_dim(const BackwardParams& p, cudaStream_t stream) {
 std::string fa3_backward_unsupported(const BackwardParams& p) {
   if (const std::string why = fa3_forward_unsupported(p); !why.empty()) return why;
   if (!fa3_backward_shape(p.head_dim).supported())
-    return "head_dim " + std::to_string(p.head_dim) + " (the fa3 backward takes multiples of 8 up to 128)";
+    return "head_dim " + std::to_string(p.head_dim) + " (the fa3 backward takes multiples of 8 up to 256)";
+  if (p.deterministic && fa3_padded_head_dim(p.head_dim) == 256)
+    return "the deterministic mode at head dims over 128 (its dQ goes by atomics there, in no fixed order; "
+           "fa2's deterministic backward takes d = 256)";
   if (p.features() == Features::extras) return "ALiBi and dropout (fa2's backward has them)";
   if (p.bits.words) return "a dense mask (fa2's backward takes it; fa3's takes the interval masks: prefix-LM, "
                            "document, chunked)";

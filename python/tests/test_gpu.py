@@ -124,7 +124,7 @@ def test_fa2_forward_backward_against_sdpa(case, dtype):
 def test_fa3_forward_backward_against_sdpa(case, dtype):
     if torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("fa3 needs an sm_90 GPU (H100/H200)")
-    check_against_sdpa(case, "fa3", dtype, backward=True)  # its backward is fa3's up to d = 128, fa2's at 256
+    check_against_sdpa(case, "fa3", dtype, backward=True)  # its backward is fa3's, the split kernel at d = 256
 
 
 def test_varlen_against_sdpa_per_sequence():
