@@ -7,12 +7,12 @@ dram__bytes_write.sum, lts__t_bytes.sum and gpu__time_duration.sum with caches f
 kernel called through flashlab's C ABI (libflashlab_gpu_c.so) on PyTorch tensors. Backend name in
 the CSV: flashlab_fa2 (flashlab_fa3 with --kernel fa3, on an H100/H200). With --pass bwd the call is the
 backward alone (every kernel it launches: preprocess, dK/dV, dQ's conversion), after one forward that
-made its O and LSE; rows say pass bwd (fa3's backward: head dims up to 128). With --kernel fa3_fp8 the call
+made its O and LSE; rows say pass bwd (fa3's backward at d = 256 is its split kernel). With --kernel fa3_fp8 the call
 is fa3's FP8 forward (its V transpose and the kernel; head dims 128 and 256) on the bf16 inputs quantized
 to e4m3 with a descale a tensor (bench/fp8_compare.py's quantize); rows say dtype fp8.
 
 Usage (on the GPU machine): python3 measure_flashlab.py LIB.so OUT.csv [--quick] [--kernel fa2|fa3|fa3_fp8]
-                                                       [--pass fwd|bwd]
+                                                       [--pass fwd|bwd] [--hdims 64,128,256]
 """
 import ctypes
 import os
@@ -26,9 +26,7 @@ from fp8_compare import quantize  # noqa: E402
 
 
 def configs(quick):
-    for d in HDIMS:
-        if pass_name() == "bwd" and kernel_name() == "fa3" and d > 128:
-            continue
+    for d in hdims():
         if kernel_name() == "fa3_fp8" and d < 128:  # d = 64 would run padded to 128
             continue
         for s in (SEQLENS[:2] if quick else SEQLENS):
@@ -38,6 +36,10 @@ def configs(quick):
 
 def kernel_name():
     return sys.argv[sys.argv.index("--kernel") + 1] if "--kernel" in sys.argv else "fa2"
+
+
+def hdims():
+    return [int(x) for x in sys.argv[sys.argv.index("--hdims") + 1].split(",")] if "--hdims" in sys.argv else HDIMS
 
 
 def pass_name():
@@ -95,8 +97,8 @@ def main():
     print(f"timing {len(cfgs)} calls on {torch.cuda.get_device_name()} with CUDA events", flush=True)
     times = time_calls(torch, cfgs, lambda c: make_call(torch, lib, *c),
                        lambda c: f"s={c[0]:5d} d={c[1]:3d} causal={int(c[2])}")
-    worker = [__file__, "profile-worker", lib_path, "--kernel", kernel_name(), "--pass", pass_name()] + (
-        ["--quick"] if quick else [])
+    worker = [__file__, "profile-worker", lib_path, "--kernel", kernel_name(), "--pass", pass_name(),
+              "--hdims", ",".join(map(str, hdims()))] + (["--quick"] if quick else [])
     groups = profile_with_ncu(out, worker, len(cfgs))
     write_rows(out, torch, [("flashlab_" + kernel_name(), s, d, causal, t, g) for (s, d, causal), t, g in zip(cfgs, times, groups)],
                pass_name(), "fp8" if kernel_name() == "fa3_fp8" else "bf16")
