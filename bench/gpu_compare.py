@@ -2,7 +2,7 @@
 """Race flashlab's GPU kernels against PyTorch SDPA (flash = FlashAttention 2, cuDNN) on one GPU.
 
 Runs on the GPU machine. For the anchors' sweep (bf16, batch * seqlen = 16384, heads * head_dim = 2048),
-forward and forward+backward, it times flashlab's fa2 and, on sm_90, fa3 (its deterministic backward up to d = 128)
+forward and forward+backward, it times flashlab's fa2 and, on sm_90, fa3
 (through the C ABI, on the same PyTorch tensors), SDPA's flash backend and its cuDNN backend in the same process with triton.testing.do_bench (median),
 checks flashlab's outputs (O; dQ, dK, dV) against SDPA flash's on the same inputs, and writes a CSV and
 a TFLOP/s table.
@@ -62,12 +62,11 @@ def measure(lib, device, pas, d, s, causal, deterministic):
     dq, dk, dv = (torch.full_like(q, float("nan")) for _ in range(3))
     lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
     fa2 = Fa2(torch, lib, q, k, v, o, lse, causal, grads=(do, dq, dk, dv), deterministic=deterministic)
-    # fa3 (Hopper): its own output tensors, checked and timed beside fa2 where it runs (its deterministic
-    # backward takes head dims up to 128).
+    # fa3 (Hopper): its own output tensors, checked and timed beside fa2 where it runs.
     o3, lse3 = torch.full_like(q, float("nan")), torch.empty_like(lse)
     grads3 = tuple(torch.full_like(q, float("nan")) for _ in range(3))  # dq, dk, dv
     fa3 = None
-    if has_fa3() and (pas == "fwd" or d <= 128 or not deterministic):
+    if has_fa3():
         fa3 = Fa2(torch, lib, q, k, v, o3, lse3, causal, grads=(do,) + grads3, deterministic=deterministic,
                   kernel=b"fa3")
 

@@ -163,7 +163,7 @@ void device_backward(const std::string& kernel, const Problem& p, const flashlab
     throw Error(kernel + "'s backward: tensors->pack_gqa and the descales are forward options (leave them 0)");
   if (gpu::forward_kernel(kernel).first == "fa3" && kernel != "fa3")
     return device_backward("fa3", p, t);  // PackGQA is the forward's; the backward is fa3's
-  if (const std::string why = gpu::backward_unsupported(kernel, p, t.deterministic != 0); !why.empty())
+  if (const std::string why = gpu::backward_unsupported(kernel, p); !why.empty())
     throw Error(kernel + " cannot run this problem's backward: " + why);
   gpu::BackwardParams a;
   fill(a, kernel, p, t);

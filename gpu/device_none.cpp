@@ -15,7 +15,7 @@ std::string unsupported(const std::string&, const Problem&) {
   return "skipped: built without CUDA (no nvcc at configure time)";
 }
 
-std::string backward_unsupported(const std::string& kernel, const Problem& p, bool) { return unsupported(kernel, p); }
+std::string backward_unsupported(const std::string& kernel, const Problem& p) { return unsupported(kernel, p); }
 
 HostForward run_forward(const std::string& kernel, const Problem&, const Tensor&, const Tensor&, const Tensor&) {
   throw Error("gpu " + kernel + ": flashlab was built without CUDA");

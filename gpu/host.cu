@@ -91,7 +91,7 @@ std::string unsupported(const std::string& kernel, const Problem& p) {
   return "unknown GPU kernel '" + kernel + "'";
 }
 
-std::string backward_unsupported(const std::string& kernel, const Problem& p, bool deterministic) {
+std::string backward_unsupported(const std::string& kernel, const Problem& p) {
   if (std::string why = unsupported(kernel, p); !why.empty()) return why;
   if (kernel == "fa2") return "";
   if (kernel != "fa3") return "unsupported: no backward kernel (fa2 and fa3 have one; FP8 is a forward)";
@@ -100,9 +100,6 @@ std::string backward_unsupported(const std::string& kernel, const Problem& p, bo
            "masks: prefix-lm, document, chunked)";
   if (!fa3_backward_shape(int(p.head_dim)).supported())
     return "unsupported: head_dim " + std::to_string(p.head_dim) + " in the fa3 backward (multiples of 8 up to 256)";
-  if (deterministic && fa3_padded_head_dim(int(p.head_dim)) == 256)
-    return "unsupported: the deterministic fa3 backward at head_dim " + std::to_string(p.head_dim) +
-           " (above 128 its dQ goes by atomics; fa2's deterministic backward takes it)";
   return "";
 }
 
@@ -195,7 +192,7 @@ HostForward run_forward(const std::string& name, const Problem& p, const Tensor&
 HostBackward run_backward(const std::string& kernel, const Problem& p, const Tensor& q, const Tensor& k,
                           const Tensor& v, const Tensor& o, const Tensor& lse, const Tensor& d_o, bool deterministic) {
   p.validate();
-  const std::string why = backward_unsupported(kernel, p, deterministic);
+  const std::string why = backward_unsupported(kernel, p);
   if (!why.empty()) throw Error("gpu " + kernel + ": " + why);
   const Dtype dt = kernel_dtype(kernel, p.dtype);
 

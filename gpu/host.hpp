@@ -18,9 +18,8 @@ struct HostForward {
 // "" when `kernel` can run `p` here, else why not (starting "skipped: " when no device is present).
 std::string unsupported(const std::string& kernel, const Problem& p);
 // "" when the backward of `kernel` can run `p` here, else why not: unsupported(), then what the backward
-// adds (fa2's takes all the forward does; fa3's the mask functions but a dense mask, and its deterministic
-// mode head dims up to 128).
-std::string backward_unsupported(const std::string& kernel, const Problem& p, bool deterministic = false);
+// adds (fa2's takes all the forward does; fa3's the mask functions but a dense mask).
+std::string backward_unsupported(const std::string& kernel, const Problem& p);
 // The part of that which needs no device: a mask function the kernel cannot take. fa2 (forward and
 // backward) and fa3 (forward) take every mask kind on fixed-length batches: the built-in ones as each
 // row's interval of keys (params.hpp mask_lo / mask_hi), a dense mask as its bits and the block lists at

@@ -119,9 +119,9 @@ std::vector<Implementation> build() {
         return values;
       };
     if (e.backward) {
-      impl.backward_unsupported = [k, det](const Problem& p) {
+      impl.backward_unsupported = [k](const Problem& p) {
         if (const std::string why = gpu::mask_unsupported(k, p); !why.empty()) return why;
-        return gpu::backward_unsupported(k, p, det);
+        return gpu::backward_unsupported(k, p);
       };
       impl.backward = [k, det](const Problem& p, const Tensor& q, const Tensor& kk, const Tensor& v, const Tensor& o,
                                const Tensor& lse, const Tensor& d_o) {

@@ -29,6 +29,9 @@ struct BwdShape : RegisterSplit<2, 24> {
   static_assert(kSplitD ? kBr == 64 && kBc == 64 : kBr * D == 64 * 64 * kConsumers && kBc == 128,
                 "up to d = 128 each consumer's share of dQ is 64 x 64; at d = 256 the CTA is 64 x 64");
   static constexpr int kDqFloats = kBr * D;  // a step's dQ, in the consumers' accumulator order (below)
+  // Deterministic semaphores a Q block (BwdScratch::sem): one for the dQ writer's reduction, or at d = 256
+  // one a consumer, whose atomics add disjoint columns.
+  static constexpr int kSems = kSplitD ? kConsumers : 1;
 };
 
 // Every tile as 64-column blocks of 128-byte rows in the copy engine's 128-byte swizzle (each block
@@ -68,7 +71,8 @@ using BwdSmemOf = std::conditional_t<S::kSplitD, BwdSplitSmem<S, T>, BwdSmem<S, 
 // refilling it. (A barrier rather than an mbarrier: the consumers read LSE2 and D with ordinary loads, and
 // the sanitizer's race check follows bar.sync, not an mbarrier's arrive.)
 constexpr int kDsFull = 1, kDqFull = 2, kDqEmpty = 3, kStageEmpty = 4;  // kStageEmpty + s, s < kStages
-constexpr int kEpilogue = 6;  // kEpilogue + w: consumer w's own warpgroup (128 threads), its dK / dV tile
+constexpr int kEpilogue = 6;  // kEpilogue + w: consumer w's own warpgroup (128 threads): its dK / dV tile; at
+                              // d = 256 also its deterministic turn (bwd_consumer_split.cuh)
 constexpr int kTraded = 8;    // d = 256: both consumers' halves of a step's P^T and dS^T written (256 threads)
 constexpr int kDqThreads = 256 + 32, kStageThreads = 256 + 32;
 
@@ -78,7 +82,8 @@ constexpr int kDqThreads = 256 + 32, kStageThreads = 256 + 32;
 //               LSE2 = +inf, D = 0, so that their P and dS are 0 with no mask
 //   dq_accum    kBr x D floats a block, in the consumers' accumulator order (dq_index), the bulk
 //               reductions' target; the convert kernel writes dq from it
-//   sem         (deterministic only) an int a block: how many K/V blocks have added their dQ so far
+//   sem         (deterministic only) an int a block (at d = 256 one a block and consumer: kSems): how many
+//               K/V blocks have added their dQ (their consumer's columns of it) so far
 // A varlen entry's first block is cu_seqlens_q[b] / kBr + b: at least one block past the previous entry's
 // last, whatever the lengths.
 struct BwdScratch {

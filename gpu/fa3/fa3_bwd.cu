@@ -3,9 +3,9 @@
 // head's query heads inside the CTA), seqlen_q != seqlen_k, varlen. Head dims up to 256 (multiples of 8,
 // zero-padded to 64, 128 or 256 by the copy engine). dQ by bulk reductions (cp.reduce.async.bulk) into an
 // fp32 scratch, or, deterministic, the same reductions in a fixed order of the K/V blocks; at d = 256 by
-// float4 atomics from the consumers' registers (no deterministic mode there). The interval mask
-// functions (prefix-LM, document, chunked; params.hpp mask_lo / mask_hi, fixed-length batches) in a kMask
-// instantiation; a dense mask, ALiBi and dropout are fa2's backward's only.
+// float4 atomics from the consumers' registers (deterministic: each consumer's in that order). The
+// interval mask functions (prefix-LM, document, chunked; params.hpp mask_lo / mask_hi, fixed-length
+// batches) in a kMask instantiation; a dense mask, ALiBi and dropout are fa2's backward's only.
 //
 // Three kernels, in launch order, by role:
 //   preprocess  a CTA a Q block of (head, entry): D = rowsum(dO o O) and LSE2 = LSE log2 e into the padded
@@ -70,7 +70,9 @@
 //       forward + backward (-d256-v7a.csv; 30 spill instructions in the loop); dQ in two 64-column halves,
 //       the first's atomics under dV's and dK's GEMMs: 0 spills, 1.15-1.20x that in one process, both
 //       orders (ab-h100-2026-11-27-fa3-bwd-d256-dq-halves*.csv); the sweep (-d256-v7.csv): 0.95-1.06x
-//       cuDNN, causal 0.85-1.00x (under 0.9 at s = 1k 0.847 and 4k 0.899), 1.29-1.68x our fa2.
+//       cuDNN, causal 0.85-1.00x (under 0.9 at s = 1k 0.847 and 4k 0.899), 1.29-1.68x our fa2. Its
+//       deterministic mode (each consumer's atomics in the order of the K/V blocks): 0.65-0.75x of the
+//       atomic one in one process (gpu-h100-2026-11-27-fa3-bwd-d256-deterministic.csv; HISTORY.md).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -142,7 +144,7 @@ __global__ void __launch_bounds__(256) bwd_preprocess_kernel(const BackwardParam
   }
   float4* accum = reinterpret_cast<float4*>(sc.dq_accum + block * S::kDqFloats);
   for (int f = threadIdx.x; f < S::kDqFloats / 4; f += 256) accum[f] = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (sc.sem && threadIdx.x == 0) sc.sem[block] = 0;
+  if (sc.sem && threadIdx.x < S::kSems) sc.sem[block * S::kSems + threadIdx.x] = 0;
 }
 
 // ---- 2. dK, dV and dQ's reductions: set up the mbarriers, split the warpgroups into their roles.
@@ -179,7 +181,8 @@ __global__ void __launch_bounds__(S::kThreads, 1)
       if (warp == 1) write_dq<S, T, kDeterministic, kMask>(sm, p, sc, seq, walk, rm, j, b);
   } else {
     regs_alloc<S::kConsumerRegs>();
-    if constexpr (S::kSplitD) consume_bwd_split<S, T, kSoftcap, kMask>(sm, p, sc, seq, walk, rm, j, g, b, wg - 1);
+    if constexpr (S::kSplitD)
+      consume_bwd_split<S, T, kSoftcap, kDeterministic, kMask>(sm, p, sc, seq, walk, rm, j, g, b, wg - 1);
     else consume_bwd<S, T, kSoftcap, kMask>(sm, p, seq, walk, rm, j, g, wg - 1);
   }
 #endif
@@ -235,11 +238,8 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
   const CUtensorMap map_v = rows_heads_map(p.v, k_rows, p.heads_kv, p.head_dim, p.v_row_stride, p.v_head_stride, S::kBc);
   // kMask: a mask function's row intervals (fa3_backward_unsupported refuses dense masks, ALiBi, dropout).
   const auto pick = [&](auto cap, auto mask) {
-    if constexpr (S::kSplitD)  // fa3_backward_unsupported refuses the deterministic mode at d = 256
-      return &fa3_backward_kernel<S, T, decltype(cap)::value, false, decltype(mask)::value>;
-    else
-      return p.deterministic ? &fa3_backward_kernel<S, T, decltype(cap)::value, true, decltype(mask)::value>
-                             : &fa3_backward_kernel<S, T, decltype(cap)::value, false, decltype(mask)::value>;
+    return p.deterministic ? &fa3_backward_kernel<S, T, decltype(cap)::value, true, decltype(mask)::value>
+                           : &fa3_backward_kernel<S, T, decltype(cap)::value, false, decltype(mask)::value>;
   };
   const auto with = [&](auto cap) {
     return p.mask_lo ? pick(cap, std::true_type{}) : pick(cap, std::false_type{});
@@ -270,9 +270,6 @@ std::string fa3_backward_unsupported(const BackwardParams& p) {
   if (const std::string why = fa3_forward_unsupported(p); !why.empty()) return why;
   if (!fa3_backward_shape(p.head_dim).supported())
     return "head_dim " + std::to_string(p.head_dim) + " (the fa3 backward takes multiples of 8 up to 256)";
-  if (p.deterministic && fa3_padded_head_dim(p.head_dim) == 256)
-    return "the deterministic mode at head dims over 128 (its dQ goes by atomics there, in no fixed order; "
-           "fa2's deterministic backward takes d = 256)";
   if (p.features() == Features::extras) return "ALiBi and dropout (fa2's backward has them)";
   if (p.bits.words) return "a dense mask (fa2's backward takes it; fa3's takes the interval masks: prefix-LM, "
                            "document, chunked)";
@@ -287,7 +284,8 @@ size_t fa3_backward_scratch_bytes(const BackwardParams& p) {
   if (!s.supported()) return 0;
   const int64_t blocks = padded_q_blocks(p, s.block_m) * p.heads_q;
   const int64_t floats = blocks * s.block_m * (2 + s.head_dim);
-  return size_t(floats) * sizeof(float) + (p.deterministic ? size_t(blocks) * sizeof(int) : 0);
+  const int sems = s.head_dim == 256 ? 2 : 1;  // BwdShape::kSems
+  return size_t(floats) * sizeof(float) + (p.deterministic ? size_t(blocks) * sems * sizeof(int) : 0);
 }
 
 void fa3_backward(const BackwardParams& p, cudaStream_t stream) {

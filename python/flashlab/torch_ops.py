@@ -218,11 +218,9 @@ def _bwd_fake(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_s
 
 # ---- autograd: the forward's inputs and outputs kept, bwd run on dout
 
-def _backward_impl(impl, on_cuda, head_dim, dropout_p, alibi, mask_kind=0, deterministic=False):
-    if on_cuda:  # fa3's own where its backward takes the problem (head dims up to 256, deterministic up to 128;
-        #          no ALiBi, dropout or dense mask)
-        fa3 = (impl in FA3_KERNELS and head_dim <= (128 if deterministic else 256) and dropout_p == 0
-               and alibi is None and mask_kind != _MASK_DENSE)
+def _backward_impl(impl, on_cuda, head_dim, dropout_p, alibi, mask_kind=0):
+    if on_cuda:  # fa3's own where its backward takes the problem (head dims up to 256, no ALiBi, dropout or dense mask)
+        fa3 = impl in FA3_KERNELS and head_dim <= 256 and dropout_p == 0 and alibi is None and mask_kind != _MASK_DENSE
         return "fa3" if fa3 else "fa2"  # standard has no backward: fa2's is the GPU backward
     return impl if impl in HOST_BACKWARD else DEFAULT_HOST_IMPL
 
@@ -235,7 +233,7 @@ def _setup_context(ctx, inputs, output):
     ctx.options = (max_q, max_k, dropout_p, scale, causal, wl, wr, softcap)
     ctx.seed, ctx.deterministic = seed, deterministic
     ctx.mask_kind, ctx.mask_values = mask_kind, mask_values
-    ctx.impl = _backward_impl(impl, q.is_cuda, q.shape[-1], dropout_p, alibi, mask_kind, deterministic)
+    ctx.impl = _backward_impl(impl, q.is_cuda, q.shape[-1], dropout_p, alibi, mask_kind)
 
 
 def _backward(ctx, dout, dlse):

@@ -488,15 +488,12 @@ const c10::TypedOperatorHandle<BwdSignature>& bwd_op() {
   return op;
 }
 
-// torch_ops._backward_impl: on the GPU fa3's where its backward takes the problem (head dims up to 256, the
-// deterministic mode up to 128; no ALiBi, dropout or dense mask: it takes the interval masks), else fa2's
-// (standard has none); on the CPU the forward's implementation when it has a backward, else tiled-fa2.
+// torch_ops._backward_impl: on the GPU fa3's where its backward takes the problem (head dims up to 256, no
+// ALiBi, dropout or dense mask: it takes the interval masks), else fa2's (standard has none); on the CPU the
+// forward's implementation when it has a backward, else tiled-fa2.
 std::string backward_impl(const std::string& impl, bool on_cuda, int64_t head_dim, double dropout_p, bool alibi,
-                          bool dense_masked, bool deterministic) {
-  if (on_cuda)
-    return is_fa3(impl) && head_dim <= (deterministic ? 128 : 256) && dropout_p == 0 && !alibi && !dense_masked
-               ? "fa3"
-               : "fa2";
+                          bool dense_masked) {
+  if (on_cuda) return is_fa3(impl) && head_dim <= 256 && dropout_p == 0 && !alibi && !dense_masked ? "fa3" : "fa2";
   for (const char* name : {"reference", "tiled-fa1", "tiled-fa2", "gpu-fa2", "gpu-fa2-deterministic"})
     if (impl == name) return impl;
   return "tiled-fa2";
@@ -547,7 +544,7 @@ struct Attention : public torch::autograd::Function<Attention> {
     ctx->saved_data["deterministic"] = deterministic;
     ctx->saved_data["impl"] =
         backward_impl(std::string(impl.data(), impl.size()), q.is_cuda(), q.size(-1), dropout_p, alibi.has_value(),
-                      dense_masked, deterministic);
+                      dense_masked);
     return {out, lse};
   }
 
