@@ -18,7 +18,7 @@ def load(path):
 
 class Fa2:
     """fa2's forward (q, k, v -> o, lse) and backward (+ do -> dq, dk, dv) on one set of tensors; with
-    kernel=b"fa3", fa3's (Hopper only; its backward takes head dims up to 128)."""
+    kernel=b"fa3", fa3's (Hopper only)."""
 
     def __init__(self, torch, lib, q, k, v, o, lse, causal, grads=None, deterministic=False, kernel=b"fa2"):
         b, s, h, d = q.shape

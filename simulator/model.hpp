@@ -25,9 +25,9 @@ namespace flashlab::sim {
 std::string to_string(Algo algo);
 // standard | math | fa1 | fa2 | fa3 | all. `all` leaves fa3 out on a GPU without wgmma (the note says why).
 std::vector<Algo> parse_algos(const std::string& name, const GpuSpec* gpu = nullptr, std::string* note = nullptr);
-// `all` with --impl flashlab and a backward: flashlab's fa3 backward is compiled for head dims up to 128
-// (gpu/shapes.hpp fa3_backward_shape), so above that fa3 is left out of `algos`, and *note says why. An
-// explicit --algo fa3 is refused by the estimate itself.
+// `all` with --impl flashlab and a backward: where flashlab's fa3 backward is not compiled for the head dim
+// (gpu/shapes.hpp fa3_backward_shape: multiples of 8 up to 256), fa3 is left out of `algos`, and *note says
+// why. An explicit --algo fa3 is refused by the estimate itself.
 void leave_out_unbuilt(std::vector<Algo>& algos, const std::string& name, Impl impl, bool backward, int64_t head_dim,
                        std::string* note);
 
