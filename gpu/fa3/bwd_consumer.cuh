@@ -16,6 +16,7 @@
 #include "../mma.cuh"
 #include "../prob_grad.cuh"
 #include "bwd_dq_writer.cuh"
+#include "bwd_tile.cuh"
 #include "wgmma_ops.cuh"
 
 namespace flashlab::gpu::fa3 {
@@ -32,11 +33,6 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
   float acc_dv[D / 8][4], acc_dk[D / 8][4];
   mma::zero(acc_dv);
   mma::zero(acc_dk);
-  // The band of visible (query row, key) pairs, key - row in [band_lo, band_hi] (mask.cuh's rule), and
-  // keys below sk: a step's block needs the element mask unless every pair is inside.
-  const int band_lo = p.window_left < 0 ? -(1 << 30) : seq.sk - seq.sq - p.window_left;
-  const int band_hi = p.window_right < 0 ? (1 << 30) : seq.sk - seq.sq + p.window_right;
-  const bool keys_past_end = key0 + kBc > seq.sk;
 
   if (walk.steps > 0) mbar_wait(&sm.kv_full, 0);
   for (int t = 0; t < walk.steps; ++t) {
@@ -99,40 +95,7 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
           prob_grad<kSoftcap>(acc_s[n][e], acc_dp[n][e], sm.lse2[st][col], sm.dsum[st][col], p);
         }
     }
-    // Rows past sq need no mask (their LSE2 is +inf); pairs outside the band and keys past sk do.
-    const int last_row = min(row0 + kBr, seq.sq) - 1;
-    if constexpr (kMask) {
-      // A mask function's row intervals (ends monotone in the row): the block is whole when its last row
-      // starts by key0 and its first row runs past its last key; else each pair is tested against its row's
-      // interval, read for this thread's query columns.
-      if (keys_past_end || rm.begin(last_row) > key0 || rm.end(row0) < key0 + kBc) {
-#pragma unroll
-        for (int n = 0; n < kBr / 8; ++n)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int row = row0 + n * 8 + tc + c, lo = rm.begin(row), hi = min(rm.end(row), seq.sk);
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int key = key0 + my_key + 8 * r;
-              if (key < lo || key >= hi) acc_s[n][2 * r + c] = acc_dp[n][2 * r + c] = 0.f;
-            }
-          }
-      }
-    } else if (keys_past_end || key0 - last_row < band_lo || key0 + kBc - 1 - row0 > band_hi) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int key = key0 + my_key + 8 * r;
-        const int above = key < seq.sk ? key - (row0 + tc) - band_lo : -(1 << 30);  // masked iff above < c
-        const int below = key - (row0 + tc) - band_hi;                                 // masked iff below > c
-#pragma unroll
-        for (int n = 0; n < kBr / 8; ++n)
-#pragma unroll
-          for (int e = 2 * r; e < 2 * r + 2; ++e) {
-            const int c = n * 8 + (e & 1);
-            if (above < c || below > c) acc_s[n][e] = acc_dp[n][e] = 0.f;
-          }
-      }
-    }
+    mask_tile<kBr, kBc, kMask>(acc_s, acc_dp, p, seq, rm, key0, my_key, row0, tc);
 
     // P^T and dS^T as A operands (16 query rows a k-step), dS^T into shared memory.
     uint32_t pa[kBr / 16][4], dsa[kBr / 16][4];
@@ -199,37 +162,16 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
   }
 
   // Epilogue: dK_j (times the scale prob_grad left out) and dV_j, zero for keys no query row sees, each
-  // through shared memory so that a warp's stores are whole 16-byte chunks of rows (4-byte stores from the
-  // fragments filled the load/store queue: ncu's lg throttle). The tile: the Q (consumer 0) or dO
-  // (consumer 1) stage the last step did not use, free once this consumer has passed the last kDsFull
-  // (both consumers waited out the GEMMs of the step before; the producer loads nothing more); rows of
-  // D / 8 16-byte chunks, chunk c of row r at c ^ (r % 8).
+  // through shared memory (bwd_tile.cuh store_rows). The tile: the Q (consumer 0) or dO (consumer 1) stage
+  // the last step did not use, free once this consumer has passed the last kDsFull (both consumers waited
+  // out the GEMMs of the step before; the producer loads nothing more).
   T* dk = static_cast<T*>(p.dk) + seq.k_base + int64_t(g) * p.k_head_stride;
   T* dv = static_cast<T*>(p.dv) + seq.v_base + int64_t(g) * p.v_head_stride;
   const int free_stage = walk.steps % S::kStages;
   unsigned char* tile = reinterpret_cast<unsigned char*>(w == 0 ? &sm.q[free_stage][0][0][0] : &sm.d_o[free_stage][0][0][0]);
   static_assert(64 * D * sizeof(T) <= sizeof(sm.q[0]), "a consumer's dK or dV fits in a stage of Q");
-  const int tid = threadIdx.x % 128;
-  auto store = [&](const float (&acc)[D / 8][4], float scale, T* out, int64_t row_stride) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = warp * 16 + gr + 8 * r;
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n)
-        *reinterpret_cast<uint32_t*>(tile + row * D * 2 + ((n ^ (row % 8)) * 16) + tc * 2) =
-            mma::pack2<T>(acc[n][2 * r] * scale, acc[n][2 * r + 1] * scale);
-    }
-    named_sync(kEpilogue + w, 128);
-    for (int c = tid; c < 64 * D / 8; c += 128) {
-      const int row = c / (D / 8), chunk = c % (D / 8), key = key0 + w * 64 + row;
-      if (key < seq.sk && chunk * 8 < p.head_dim)
-        *reinterpret_cast<uint4*>(out + int64_t(key) * row_stride + chunk * 8) =
-            *reinterpret_cast<const uint4*>(tile + row * D * 2 + ((chunk ^ (row % 8)) * 16));
-    }
-    named_sync(kEpilogue + w, 128);  // the tile is read out before it is written again
-  };
-  store(acc_dk, p.scale, dk, p.k_row_stride);
-  store(acc_dv, 1.f, dv, p.v_row_stride);
+  store_rows<D, T>(acc_dk, p.scale, dk, p.k_row_stride, tile, key0 + w * 64, 0, seq, p.head_dim, kEpilogue + w);
+  store_rows<D, T>(acc_dv, 1.f, dv, p.v_row_stride, tile, key0 + w * 64, 0, seq, p.head_dim, kEpilogue + w);
 }
 
 }  // namespace flashlab::gpu::fa3

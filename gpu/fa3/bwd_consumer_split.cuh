@@ -21,6 +21,7 @@
 #include "../prob_grad.cuh"
 #include "bwd_dq_writer.cuh"
 #include "bwd_smem.cuh"
+#include "bwd_tile.cuh"
 #include "wgmma_ops.cuh"
 
 namespace flashlab::gpu::fa3 {
@@ -42,9 +43,6 @@ __device__ void consume_bwd_split(BwdSplitSmem<S, T>& sm, const BackwardParams& 
   float acc_dv[kHalf / 8][4], acc_dk[kHalf / 8][4];
   mma::zero(acc_dv);
   mma::zero(acc_dk);
-  const int band_lo = p.window_left < 0 ? -(1 << 30) : seq.sk - seq.sq - p.window_left;
-  const int band_hi = p.window_right < 0 ? (1 << 30) : seq.sk - seq.sq + p.window_right;
-  const bool keys_past_end = key0 + kBc > seq.sk;
   const int64_t first = block_start<kBr>(p, b);
 
   if (walk.steps > 0) mbar_wait(&sm.kv_full, 0);
@@ -85,37 +83,7 @@ __device__ void consume_bwd_split(BwdSplitSmem<S, T>& sm, const BackwardParams& 
         const int col = w * kRows + n * 8 + tc + (e & 1);
         prob_grad<kSoftcap>(acc_s[n][e], acc_dp[n][e], sm.lse2[st][col], sm.dsum[st][col], p);
       }
-    // Rows past sq need no mask (their LSE2 is +inf); pairs outside the band and keys past sk do.
-    const int last_row = min(row0 + kRows, seq.sq) - 1;
-    if constexpr (kMask) {
-      if (keys_past_end || rm.begin(last_row) > key0 || rm.end(row0) < key0 + kBc) {
-#pragma unroll
-        for (int n = 0; n < kRows / 8; ++n)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int row = row0 + n * 8 + tc + c, lo = rm.begin(row), hi = min(rm.end(row), seq.sk);
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int key = key0 + my_key + 8 * r;
-              if (key < lo || key >= hi) acc_s[n][2 * r + c] = acc_dp[n][2 * r + c] = 0.f;
-            }
-          }
-      }
-    } else if (keys_past_end || key0 - last_row < band_lo || key0 + kBc - 1 - row0 > band_hi) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int key = key0 + my_key + 8 * r;
-        const int above = key < seq.sk ? key - (row0 + tc) - band_lo : -(1 << 30);  // masked iff above < c
-        const int below = key - (row0 + tc) - band_hi;                                 // masked iff below > c
-#pragma unroll
-        for (int n = 0; n < kRows / 8; ++n)
-#pragma unroll
-          for (int e = 2 * r; e < 2 * r + 2; ++e) {
-            const int c = n * 8 + (e & 1);
-            if (above < c || below > c) acc_s[n][e] = acc_dp[n][e] = 0.f;
-          }
-      }
-    }
+    mask_tile<kRows, kBc, kMask>(acc_s, acc_dp, p, seq, rm, key0, my_key, row0, tc);
 
     // The A operands of the four 16-row k-steps: this consumer's two (kk / 2 == w) from its accumulators,
     // written to shared memory for the other, whose two are read back once both have written (kTraded).
@@ -224,35 +192,16 @@ __device__ void consume_bwd_split(BwdSplitSmem<S, T>& sm, const BackwardParams& 
   }
 
   // Epilogue: dK[:, c_w] (times the scale prob_grad left out) and dV[:, c_w], zero for keys no query row
-  // sees, through shared memory as bwd_consumer.cuh's (the Q or dO stage the last step did not use: both
-  // consumers are past the last step's kTraded, so past every GEMM of the step before it); rows of
-  // kHalf / 8 16-byte chunks, chunk c of row r at c ^ (r % 8).
-  T* dk = static_cast<T*>(p.dk) + seq.k_base + int64_t(g) * p.k_head_stride + w * kHalf;
-  T* dv = static_cast<T*>(p.dv) + seq.v_base + int64_t(g) * p.v_head_stride + w * kHalf;
+  // sees, through shared memory as bwd_consumer.cuh's (bwd_tile.cuh store_rows; the Q or dO stage the last
+  // step did not use: both consumers are past the last step's kTraded, so past every GEMM of the step
+  // before it).
+  T* dk = static_cast<T*>(p.dk) + seq.k_base + int64_t(g) * p.k_head_stride;
+  T* dv = static_cast<T*>(p.dv) + seq.v_base + int64_t(g) * p.v_head_stride;
   const int free_stage = walk.steps % S::kStages;
   unsigned char* tile = reinterpret_cast<unsigned char*>(w == 0 ? &sm.q[free_stage][0][0][0] : &sm.d_o[free_stage][0][0][0]);
   static_assert(kBc * kHalf * sizeof(T) <= sizeof(sm.q[0]), "a consumer's dK or dV fits in a stage of Q");
-  const int tid = threadIdx.x % 128;
-  auto store = [&](const float (&acc)[kHalf / 8][4], float scale, T* out, int64_t row_stride) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = my_key + 8 * r;
-#pragma unroll
-      for (int n = 0; n < kHalf / 8; ++n)
-        *reinterpret_cast<uint32_t*>(tile + row * kHalf * 2 + ((n ^ (row % 8)) * 16) + tc * 2) =
-            mma::pack2<T>(acc[n][2 * r] * scale, acc[n][2 * r + 1] * scale);
-    }
-    named_sync(kEpilogue + w, 128);
-    for (int c = tid; c < kBc * kHalf / 8; c += 128) {
-      const int row = c / (kHalf / 8), chunk = c % (kHalf / 8), key = key0 + row;
-      if (key < seq.sk && w * kHalf + chunk * 8 < p.head_dim)
-        *reinterpret_cast<uint4*>(out + int64_t(key) * row_stride + chunk * 8) =
-            *reinterpret_cast<const uint4*>(tile + row * kHalf * 2 + ((chunk ^ (row % 8)) * 16));
-    }
-    named_sync(kEpilogue + w, 128);  // the tile is read out before it is written again
-  };
-  store(acc_dk, p.scale, dk, p.k_row_stride);
-  store(acc_dv, 1.f, dv, p.v_row_stride);
+  store_rows<kHalf, T>(acc_dk, p.scale, dk, p.k_row_stride, tile, key0, w * kHalf, seq, p.head_dim, kEpilogue + w);
+  store_rows<kHalf, T>(acc_dv, 1.f, dv, p.v_row_stride, tile, key0, w * kHalf, seq, p.head_dim, kEpilogue + w);
 }
 
 }  // namespace flashlab::gpu::fa3
