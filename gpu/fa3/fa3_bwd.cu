@@ -31,7 +31,10 @@
 //
 // Tile shape: shapes.hpp's fa3_backward_shape (`flashlab shapes --algo fa3 --pass bwd`).
 //
-// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-23, v3, bf16, batch x seqlen = 16k, heads x d = 2048,
+// Where it stands (v8, 2026-11-27, H100, one process; bench/results/gpu-h100-2026-11-27-fa3-fwdbwd-v8.csv):
+// forward (fa3) + backward against SDPA's cuDNN backend, s = 1k-16k: d = 64 0.95-1.04x, d = 128 0.92-0.96x,
+// d = 256 0.92-1.09x; 1.37-1.71x our fa2. Earlier: NVIDIA H100 80GB HBM3, 2026-11-23, v3, bf16, batch x
+// seqlen = 16k, heads x d = 2048,
 // forward (fa3) + backward against SDPA's cuDNN backend in the same process, s = 1k-16k
 // (bench/results/gpu-h100-2026-11-23-fa3-bwd-v3.csv): d = 64 0.85-0.97x (causal 0.82-0.95x), d = 128
 // 0.80-0.90x (causal 0.77-0.92x), short sequences lowest; against our fa2 1.18-1.53x, SDPA flash
@@ -73,6 +76,12 @@
 //       cuDNN, causal 0.85-1.00x (under 0.9 at s = 1k 0.847 and 4k 0.899), 1.29-1.68x our fa2. Its
 //       deterministic mode (each consumer's atomics in the order of the K/V blocks): 0.65-0.75x of the
 //       atomic one in one process (gpu-h100-2026-11-27-fa3-bwd-d256-deterministic.csv; HISTORY.md).
+//   v8  the convert kernel through shared memory (2026-11-27): dq's rows out in 16-byte chunks instead of
+//       4-byte pieces of 8 rows a warp; 0.22 -> 0.07 ms at 16k tokens x 2048 (cuDNN's conversion: 0.075;
+//       torch.profiler, H100). A/B in one process, both orders (ab-h100-2026-11-27-fa3-bwd-convert-smem*
+//       .csv): forward + backward +7-18% at s = 1k, +2-11% at 4k, 0-3% at 16k. Sweep (gpu-h100-2026-11-27-
+//       fa3-fwdbwd-v8.csv): d = 64 0.95-1.04x cuDNN, d = 128 0.92-0.96x, d = 256 0.92-1.09x; deterministic
+//       against atomic (-v8-deterministic.csv) d = 64 0.83-1.19x, d = 128 0.90-1.01x, d = 256 0.65-0.75x.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -188,11 +197,17 @@ __global__ void __launch_bounds__(S::kThreads, 1)
 #endif
 }
 
-// ---- 3. dq = scale x the scratch's dQ, a CTA of 256 threads a Q block, a float4 of the consumers'
-// accumulator order (bwd_smem.cuh dq_place) at a time.
+// ---- 3. dq = scale x the scratch's dQ, a CTA of 256 threads a Q block: each float4 of the consumers'
+// accumulator order (bwd_smem.cuh dq_place) read in turn, scaled and rounded into a shared-memory tile of
+// the block's rows, which then goes out in 16-byte chunks of whole rows. (Written straight from the
+// accumulator order, a warp's stores were 4-byte pieces of 8 rows: 0.22 ms for 16k tokens x 2048 at
+// every length on an H100, against cuDNN's 0.075 for the same conversion.) The rows are padded by 16
+// bytes so that the 8 rows a warp writes at once fall on different banks. `wide`: dq's base and strides
+// are 16-byte aligned (else 4-byte stores, as before).
 template <class S, typename T>
-__global__ void __launch_bounds__(256) bwd_convert_kernel(const BackwardParams p, const BwdScratch sc) {
-  constexpr int kBr = S::kBr;
+__global__ void __launch_bounds__(256) bwd_convert_kernel(const BackwardParams p, const BwdScratch sc, bool wide) {
+  constexpr int kBr = S::kBr, D = S::D, kRow = D + 8;
+  __shared__ alignas(16) T tile[kBr * kRow];
   const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const Sequence s = sequence_of(p, b);
   if (i * kBr >= s.sq) return;
@@ -201,14 +216,26 @@ __global__ void __launch_bounds__(256) bwd_convert_kernel(const BackwardParams p
   T* dq = static_cast<T*>(p.dq) + s.q_base + int64_t(h) * p.q_head_stride;
   for (int f = threadIdx.x; f < S::kDqFloats / 4; f += 256) {
     const DqPlace at = dq_place<S>(f);
-    const int row = i * kBr + at.row, col = at.col;
     const float4 v = accum[f];
-    if (col >= p.head_dim) continue;  // a padded head dim's columns
-    if (row < s.sq)
-      *reinterpret_cast<uint32_t*>(dq + int64_t(row) * p.q_row_stride + col) = mma::pack2<T>(v.x * p.scale, v.y * p.scale);
-    if (row + 8 < s.sq)
-      *reinterpret_cast<uint32_t*>(dq + int64_t(row + 8) * p.q_row_stride + col) =
-          mma::pack2<T>(v.z * p.scale, v.w * p.scale);
+    *reinterpret_cast<uint32_t*>(&tile[at.row * kRow + at.col]) = mma::pack2<T>(v.x * p.scale, v.y * p.scale);
+    *reinterpret_cast<uint32_t*>(&tile[(at.row + 8) * kRow + at.col]) = mma::pack2<T>(v.z * p.scale, v.w * p.scale);
+  }
+  __syncthreads();
+  const int rows = min(kBr, s.sq - i * kBr);
+  if (wide) {
+    for (int c = threadIdx.x; c < rows * (D / 8); c += 256) {
+      const int r = c / (D / 8), col = (c % (D / 8)) * 8;
+      if (col < p.head_dim)  // a padded head dim's columns are not stored
+        *reinterpret_cast<uint4*>(dq + int64_t(i * kBr + r) * p.q_row_stride + col) =
+            *reinterpret_cast<const uint4*>(&tile[r * kRow + col]);
+    }
+  } else {
+    for (int c = threadIdx.x; c < rows * (D / 2); c += 256) {
+      const int r = c / (D / 2), col = (c % (D / 2)) * 2;
+      if (col < p.head_dim)
+        *reinterpret_cast<uint32_t*>(dq + int64_t(i * kBr + r) * p.q_row_stride + col) =
+            *reinterpret_cast<const uint32_t*>(&tile[r * kRow + col]);
+    }
   }
 }
 
@@ -250,7 +277,9 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
   kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, map_do, sc);
   FLASHLAB_CUDA_LAUNCHED();
 
-  bwd_convert_kernel<S, T><<<q_blocks, 256, 0, stream>>>(p, sc);
+  const bool wide = reinterpret_cast<uintptr_t>(p.dq) % 16 == 0 && p.q_row_stride % 8 == 0 &&
+                    p.q_head_stride % 8 == 0 && (p.cu_seqlens_q || p.q_batch_stride % 8 == 0);
+  bwd_convert_kernel<S, T><<<q_blocks, 256, 0, stream>>>(p, sc, wide);
   FLASHLAB_CUDA_LAUNCHED();
 }
 
