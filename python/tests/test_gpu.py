@@ -389,6 +389,34 @@ def _masked(q, k, v, mask, causal=False, handle=None, entry="flashlab_forward_v1
     return o, lse
 
 
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_fa3_backward_dq_at_any_4_byte_address(d):
+    """fa3's dQ conversion stores whole 16-byte chunks of rows where dq allows it, 4-byte pieces where its
+    base is not 16-byte aligned (fa3_bwd.cu bwd_convert_kernel): the same bits either way."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("fa3 needs an sm_90 GPU (H100/H200)")
+    import ctypes
+    torch.manual_seed(3)
+    b, s, h = 2, 333, 4
+    q, k, v, d_o = (torch.randn(b, s, h, d, device=DEVICE, dtype=torch.bfloat16) for _ in range(4))
+    problem = ProblemArgs(batch=b, heads_q=h, heads_kv=h, seqlen_q=s, seqlen_k=s, head_dim=d, dtype="bf16", causal=True)
+    o, lse = torch.empty_like(q), torch.empty(b, h, s, device=DEVICE, dtype=torch.float32)
+    raw = torch.empty(q.numel() + 2, device=DEVICE, dtype=torch.bfloat16)
+    dqs = [torch.empty_like(q), raw[2:].view(q.shape)]  # the second 4 bytes past a 16-byte boundary
+    assert dqs[1].data_ptr() % 16 == 4
+    t = _abi.new_tensors()
+    t.q, t.k, t.v, t.o, t.lse, t.d_o = (x.data_ptr() for x in (q, k, v, o, lse, d_o))
+    t.stream = torch.cuda.current_stream().cuda_stream
+    _abi.call(_abi.lib().flashlab_forward_v1, b"fa3", problem.ref, ctypes.byref(t))
+    dk, dv = torch.empty_like(q), torch.empty_like(q)
+    for dq in dqs:
+        t.dq, t.dk, t.dv = dq.data_ptr(), dk.data_ptr(), dv.data_ptr()
+        _abi.call(_abi.lib().flashlab_backward_v1, b"fa3", problem.ref, ctypes.byref(t))
+        torch.cuda.synchronize()
+    assert torch.equal(dqs[0], dqs[1])
+    assert dqs[0].abs().max().item() > 0
+
+
 def _prepare(q, mask, causal=False, kernel=b"fa2"):
     import ctypes
     from flashlab import _abi
