@@ -76,8 +76,10 @@ ok "estimate models cuDNN's and flashlab's kernels" "^fa3,h100-sxm" -- estimate 
 ok "estimate models flashlab's fa3 with gpu/shapes.hpp's tiles" "fa3 +8192 +128x80" -- estimate --algo fa3 --impl flashlab --hdim 256 --causal --seqlen 8192
 ok "estimate models flashlab's fa3 backward with fa3_backward_shape's tiles" "fa3 +8192 +64x128" -- estimate --algo fa3 --impl flashlab --hdim 128 --causal --seqlen 8192 --pass bwd
 ok "estimate models flashlab's fa3 forward + backward" "pass fwd\+bwd" -- estimate --algo fa3 --impl flashlab --hdim 64 --seqlen 4096 --pass fwd+bwd
-ok "estimate --algo all leaves flashlab's fa3 backward out at d = 256, saying why" "fa3 left out: flashlab's fa3 backward" -- \
-  estimate --algo all --impl flashlab --pass fwd+bwd --hdim 256 --seqlen 4096
+ok "estimate --algo all models flashlab's fa3 backward at d = 256 (the split kernel's 64 x 64 tiles)" "^fa3 +4096 +64x64" -- \
+  estimate --algo all --impl flashlab --pass bwd --hdim 256 --seqlen 4096
+ok "estimate --algo all leaves flashlab's fa3 backward out at d = 100, saying why" "fa3 left out: flashlab's fa3 backward" -- \
+  estimate --algo all --impl flashlab --pass fwd+bwd --hdim 100 --seqlen 4096
 ok "estimate with the textbook LRU L2 to compare" "^fa2,h100-sxm" -- estimate --algo fa2 --causal --seqlen 16384 --l2-replacement lru --format csv
 grep -q "<svg" "$work/roof.svg" && passed=$((passed + 1)) && echo "ok     the SVG is there" || { failed=$((failed + 1)); echo "FAILED no SVG"; }
 
@@ -136,8 +138,8 @@ refused "bad sweep" "must be A:B:xK" -- estimate --seqlen 512:1024
 refused "tiles that do not fit in shared memory" "shared memory" -- estimate --algo fa2 --block-m 1024 --block-n 1024 --hdim 256
 refused "a tile height that is not positive" "block-m" -- estimate --algo fa2 --block-m -5
 refused "fa3 on a GPU without wgmma" "fa3: FlashAttention-3 needs Hopper's wgmma" -- estimate --gpu a100-80gb --algo fa3
-refused "flashlab's fa3 backward at d = 256, which its kernel does not compile" "fa3 --impl flashlab --pass bwd: head dim 256 is not compiled" -- \
-  estimate --algo fa3 --impl flashlab --hdim 256 --pass bwd
+refused "flashlab's fa3 backward at d = 100, which its kernel does not compile" "fa3 --impl flashlab --pass bwd: head dim 100 is not compiled" -- \
+  estimate --algo fa3 --impl flashlab --hdim 100 --pass bwd
 refused "flashlab's fa3 backward on a GPU without wgmma" "fa3: FlashAttention-3 needs Hopper's wgmma" -- estimate --gpu a100-80gb --algo fa3 --impl flashlab --pass bwd
 refused "a timeline over a sweep" "single --seqlen" -- estimate --seqlen 512:4096:x2 --timeline "$work/out/t.svg"
 refused "a timeline of an unknown format" "must end in .svg or .json" -- estimate --timeline "$work/out/t.png"
