@@ -120,14 +120,13 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
       fence_async_shared();  // visible to the wgmma (the async proxy) once both consumers meet at kDsFull
     }
 
-    // dV += P^T dO, dK += dS^T Q: kBr / 16 steps of 16 query rows, B read N-major.
+    // dV += P^T dO, then (both consumers' dS^T in) dQ, then dK += dS^T Q, three wgmma groups, so that the
+    // dQ block goes to shared memory while dK's GEMM runs (FlashAttention-3's order; v9). P^T and dS^T from
+    // registers, kBr / 16 steps of 16 query rows, dO and Q read N-major.
     wgmma_fence();
     const uint64_t o0_n = fresh<true>(sw128_desc(smem_u32(&sm.d_o[st][0][0][0]), kBr * 128, 1024));
-    const uint64_t q0_n = fresh<true>(sw128_desc(smem_u32(&sm.q[st][0][0][0]), kBr * 128, 1024));
 #pragma unroll
     for (int kk = 0; kk < kBr / 16; ++kk) mma_rs_bt<D, T>(acc_dv, pa[kk], desc_plus(o0_n, kk * 16 * 128), 1);
-#pragma unroll
-    for (int kk = 0; kk < kBr / 16; ++kk) mma_rs_bt<D, T>(acc_dk, dsa[kk], desc_plus(q0_n, kk * 16 * 128), 1);
     wgmma_commit();
 
     // dQ's 64 x 64 block of this consumer: A = dS (rows: its 64 query rows), B = K (its 64 columns), both
@@ -144,11 +143,13 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
         mma_ss_tt<64, T>(acc_dq, desc_plus(a0, kk * 16 * 128), desc_plus(b0, kk * 16 * 128), kk > 0);
       wgmma_commit();
     }
-    wgmma_wait<0>();
+    const uint64_t q0_n = fresh<true>(sw128_desc(smem_u32(&sm.q[st][0][0][0]), kBr * 128, 1024));
+#pragma unroll
+    for (int kk = 0; kk < kBr / 16; ++kk) mma_rs_bt<D, T>(acc_dk, dsa[kk], desc_plus(q0_n, kk * 16 * 128), 1);
+    wgmma_commit();
+    wgmma_wait<1>();  // dV and dQ done, dK still running
     fence_regs(acc_dv);
-    fence_regs(acc_dk);
     fence_regs(acc_dq);
-    if (t + S::kStages < walk.steps) named_arrive(kStageEmpty + st, kStageThreads);  // done with Q, dO, LSE2, D
 
     // The step's dQ to the writer.
     named_sync(kDqEmpty, kDqThreads);
@@ -159,6 +160,10 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
           make_float4(acc_dq[jj][0], acc_dq[jj][1], acc_dq[jj][2], acc_dq[jj][3]);
     fence_async_shared();
     named_arrive(kDqFull, kDqThreads);
+
+    wgmma_wait<0>();
+    fence_regs(acc_dk);
+    if (t + S::kStages < walk.steps) named_arrive(kStageEmpty + st, kStageThreads);  // done with Q, dO, LSE2, D
   }
 
   // Epilogue: dK_j (times the scale prob_grad left out) and dV_j, zero for keys no query row sees, each

@@ -82,6 +82,10 @@
 //       .csv): forward + backward +7-18% at s = 1k, +2-11% at 4k, 0-3% at 16k. Sweep (gpu-h100-2026-11-27-
 //       fa3-fwdbwd-v8.csv): d = 64 0.95-1.04x cuDNN, d = 128 0.92-0.96x, d = 256 0.92-1.09x; deterministic
 //       against atomic (-v8-deterministic.csv) d = 64 0.83-1.19x, d = 128 0.90-1.01x, d = 256 0.65-0.75x.
+//   v9  d <= 128: dV's GEMM, then (both consumers' dS^T in) dQ's, then dK's, three wgmma groups; the step's
+//       dQ goes to shared memory while dK's GEMM runs (FlashAttention-3's order; it went after all three).
+//       A/B in one process, both orders (ab-h100-2026-11-27-fa3-bwd-dq-under-dk*.csv): forward + backward
+//       +1.3-3.5% a cell (geometric mean of the orders), d = 64 and 128, s = 1k-16k.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
