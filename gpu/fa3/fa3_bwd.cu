@@ -31,9 +31,11 @@
 //
 // Tile shape: shapes.hpp's fa3_backward_shape (`flashlab shapes --algo fa3 --pass bwd`).
 //
-// Where it stands (v8, 2026-11-27, H100, one process; bench/results/gpu-h100-2026-11-27-fa3-fwdbwd-v8.csv):
-// forward (fa3) + backward against SDPA's cuDNN backend, s = 1k-16k: d = 64 0.95-1.04x, d = 128 0.92-0.96x,
-// d = 256 0.92-1.09x; 1.37-1.71x our fa2. Earlier: NVIDIA H100 80GB HBM3, 2026-11-23, v3, bf16, batch x
+// Where it stands (v9, 2026-11-27, H100, one process; bench/results/gpu-h100-2026-11-27-fa3-fwdbwd-v9.csv):
+// forward (fa3) + backward against SDPA's cuDNN backend, s = 1k-16k: d = 64 0.97-1.03x, d = 128 0.90-0.98x
+// (without a mask 0.90-0.94x), d = 256 0.96-1.06x; 1.39-1.67x our fa2; deterministic against atomic d = 64
+// 0.83-1.18x, d = 128 0.89-1.12x, d = 256 0.65-0.74x (-v9-deterministic.csv). v8's sweep: d = 64
+// 0.95-1.04x, d = 128 0.92-0.96x, d = 256 0.92-1.09x (cuDNN's own times move 2-5% between runs). Earlier: NVIDIA H100 80GB HBM3, 2026-11-23, v3, bf16, batch x
 // seqlen = 16k, heads x d = 2048,
 // forward (fa3) + backward against SDPA's cuDNN backend in the same process, s = 1k-16k
 // (bench/results/gpu-h100-2026-11-23-fa3-bwd-v3.csv): d = 64 0.85-0.97x (causal 0.82-0.95x), d = 128
@@ -85,7 +87,8 @@
 //   v9  d <= 128: dV's GEMM, then (both consumers' dS^T in) dQ's, then dK's, three wgmma groups; the step's
 //       dQ goes to shared memory while dK's GEMM runs (FlashAttention-3's order; it went after all three).
 //       A/B in one process, both orders (ab-h100-2026-11-27-fa3-bwd-dq-under-dk*.csv): forward + backward
-//       +1.3-3.5% a cell (geometric mean of the orders), d = 64 and 128, s = 1k-16k.
+//       +1.3-3.5% a cell (geometric mean of the orders), d = 64 and 128, s = 1k-16k. Sweep (gpu-h100-2026-11-27-
+//       fa3-fwdbwd-v9.csv): d = 64 0.97-1.03x cuDNN, d = 128 0.90-0.98x, d = 256 0.96-1.06x.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
