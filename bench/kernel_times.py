@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Each kernel of fa3's forward and backward beside the kernels of SDPA's cuDNN backend, on one GPU.
+
+Runs on the GPU machine (an H100 / H200: fa3 is sm_90a). gpu_compare.py gives one time a call; this gives
+the device time of every kernel a call launches (torch.profiler, CUDA activity, the mean of `--reps` calls
+after three warm-up calls), so that a gap to cuDNN is pinned on a kernel: fa3's forward; its backward's
+preprocess (D = rowsum(dO o O)), main kernel (dK, dV and the dQ reductions) and dQ conversion; cuDNN's
+forward and backward kernels by their names. The anchors' setup: bf16, batch x seqlen = 16384 tokens,
+heads x head_dim = 2048, causal or not. It found v8's convert kernel: 0.22 ms where cuDNN's conversion
+took 0.075 (gpu/HISTORY.md).
+
+Usage: python3 bench/kernel_times.py LIB.so OUT.csv [--seqlens 1024,4096,16384] [--hdims 64,128,256] [--reps 10]
+Prints a table (one line a configuration: ours and cuDNN's per pass, then each kernel); writes one CSV row a
+(configuration, side, pass, kernel) with its mean device time in ms.
+"""
+import argparse
+import collections
+import csv
+import datetime
+import os
+import re
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fa2_abi import Fa2, load  # noqa: E402
+
+
+def short(name):
+    """A kernel's name without its template arguments and namespaces (38 characters at most)."""
+    name = re.sub(r"^void ", "", name)
+    name = re.sub(r"<.*", "", name)
+    return re.sub(r".*::", "", name)[:38]
+
+
+def per_kernel(fn, reps):
+    """Mean device time (ms) a call of each kernel fn launches."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    times = collections.defaultdict(float)
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            times[short(e.name)] += e.device_time / reps / 1000.0
+    return dict(times)
+
+
+def measure(lib, d, s, causal, reps):
+    b, h = 16384 // s, 2048 // d
+    gen = torch.Generator(device="cuda").manual_seed(s + d)
+    q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
+    o = torch.empty_like(q)
+    lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+    ours = Fa2(torch, lib, q, k, v, o, lse, causal, grads=(do,) + tuple(torch.empty_like(q) for _ in range(3)),
+               kernel=b"fa3")
+    result = {("fa3", "fwd"): per_kernel(ours.forward, reps)}
+    ours.forward()
+    result[("fa3", "bwd")] = per_kernel(ours.backward, reps)
+    qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(True) for x in (q, k, v))
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        result[("cudnn", "fwd")] = per_kernel(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal), reps)
+        out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+        g = do.transpose(1, 2)
+        result[("cudnn", "bwd")] = per_kernel(
+            lambda: torch.autograd.grad(out, (qt, kt, vt), g, retain_graph=True), reps)
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("lib")
+    ap.add_argument("out")
+    ap.add_argument("--seqlens", default="1024,4096,16384")
+    ap.add_argument("--hdims", default="64,128,256")
+    ap.add_argument("--reps", type=int, default=10)
+    args = ap.parse_args()
+    lib = load(args.lib)
+    device = torch.cuda.get_device_name()
+    rows = []
+    print(f"{device}: mean device time a call (ms), torch.profiler, {args.reps} calls")
+    for d in map(int, args.hdims.split(",")):
+        for s in map(int, args.seqlens.split(",")):
+            for causal in (False, True):
+                r = measure(lib, d, s, causal, args.reps)
+                tot = {key: sum(v.values()) for key, v in r.items()}
+                print(f"d={d:3d} s={s:5d} causal={int(causal)}  fwd fa3 {tot['fa3', 'fwd']:.3f} cudnn "
+                      f"{tot['cudnn', 'fwd']:.3f} ({tot['cudnn', 'fwd'] / tot['fa3', 'fwd']:.2f}x)  bwd fa3 "
+                      f"{tot['fa3', 'bwd']:.3f} cudnn {tot['cudnn', 'bwd']:.3f} ({tot['cudnn', 'bwd'] / tot['fa3', 'bwd']:.2f}x)",
+                      flush=True)
+                for (side, pas), kernels in r.items():
+                    top = sorted(kernels.items(), key=lambda kv: -kv[1])[:4]
+                    print(f"    {side:5s} {pas}: " + "  ".join(f"{n} {t:.3f}" for n, t in top))
+                    for n, t in kernels.items():
+                        rows.append({"device": device, "date": str(datetime.date.today()), "hdim": d, "seqlen": s, "causal": int(causal), "side": side,
+                                     "pass": pas, "kernel": n, "ms": t})
+                torch.cuda.empty_cache()
+    with open(args.out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()
