@@ -21,39 +21,31 @@ import os
 import re
 import sys
 
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.profiler import ProfilerActivity, profile
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fa2_abi import Fa2, load  # noqa: E402
 
 
-def short(name):
-    """A kernel's name without its template arguments and namespaces (38 characters at most)."""
-    name = re.sub(r"^void ", "", name)
-    name = re.sub(r"<.*", "", name)
-    return re.sub(r".*::", "", name)[:38]
-
-
-def per_kernel(fn, reps):
-    """Mean device time (ms) a call of each kernel fn launches."""
+def device_times(torch, fn, calls=10):
+    """Each CUDA kernel's device time per call of fn (ms), by its unqualified name, the mean of `calls`
+    calls after three warm-up calls (torch.profiler). Also mask_kernel_split.py's."""
+    from torch.profiler import ProfilerActivity, profile
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
+        for _ in range(calls):
             fn()
         torch.cuda.synchronize()
-    times = collections.defaultdict(float)
+    per = collections.defaultdict(float)
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
-            times[short(e.name)] += e.device_time / reps / 1000.0
-    return dict(times)
+            per[re.sub(r".*::", "", e.name.split("<")[0]).replace("void ", "")] += e.device_time / calls / 1e3
+    return dict(per)
 
 
-def measure(lib, d, s, causal, reps):
+def measure(torch, lib, d, s, causal, reps):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     b, h = 16384 // s, 2048 // d
     gen = torch.Generator(device="cuda").manual_seed(s + d)
     q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
@@ -61,16 +53,17 @@ def measure(lib, d, s, causal, reps):
     lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
     ours = Fa2(torch, lib, q, k, v, o, lse, causal, grads=(do,) + tuple(torch.empty_like(q) for _ in range(3)),
                kernel=b"fa3")
-    result = {("fa3", "fwd"): per_kernel(ours.forward, reps)}
+    result = {("fa3", "fwd"): device_times(torch, ours.forward, reps)}
     ours.forward()
-    result[("fa3", "bwd")] = per_kernel(ours.backward, reps)
+    result[("fa3", "bwd")] = device_times(torch, ours.backward, reps)
     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(True) for x in (q, k, v))
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        result[("cudnn", "fwd")] = per_kernel(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal), reps)
+        result[("cudnn", "fwd")] = device_times(torch, lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal),
+                                               reps)
         out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
         g = do.transpose(1, 2)
-        result[("cudnn", "bwd")] = per_kernel(
-            lambda: torch.autograd.grad(out, (qt, kt, vt), g, retain_graph=True), reps)
+        result[("cudnn", "bwd")] = device_times(
+            torch, lambda: torch.autograd.grad(out, (qt, kt, vt), g, retain_graph=True), reps)
     return result
 
 
@@ -82,6 +75,7 @@ def main():
     ap.add_argument("--hdims", default="64,128,256")
     ap.add_argument("--reps", type=int, default=10)
     args = ap.parse_args()
+    import torch
     lib = load(args.lib)
     device = torch.cuda.get_device_name()
     rows = []
@@ -89,7 +83,7 @@ def main():
     for d in map(int, args.hdims.split(",")):
         for s in map(int, args.seqlens.split(",")):
             for causal in (False, True):
-                r = measure(lib, d, s, causal, args.reps)
+                r = measure(torch, lib, d, s, causal, args.reps)
                 tot = {key: sum(v.values()) for key, v in r.items()}
                 print(f"d={d:3d} s={s:5d} causal={int(causal)}  fwd fa3 {tot['fa3', 'fwd']:.3f} cudnn "
                       f"{tot['cudnn', 'fwd']:.3f} ({tot['cudnn', 'fwd'] / tot['fa3', 'fwd']:.2f}x)  bwd fa3 "
@@ -97,7 +91,7 @@ def main():
                       flush=True)
                 for (side, pas), kernels in r.items():
                     top = sorted(kernels.items(), key=lambda kv: -kv[1])[:4]
-                    print(f"    {side:5s} {pas}: " + "  ".join(f"{n} {t:.3f}" for n, t in top))
+                    print(f"    {side:5s} {pas}: " + "  ".join(f"{n[:38]} {t:.3f}" for n, t in top))
                     for n, t in kernels.items():
                         rows.append({"device": device, "date": str(datetime.date.today()), "hdim": d, "seqlen": s, "causal": int(causal), "side": side,
                                      "pass": pas, "kernel": n, "ms": t})

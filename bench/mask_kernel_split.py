@@ -12,31 +12,13 @@ The shapes, masks and densities are mask_compare.py's (batch x seqlen = 16384, 1
 tile's density); each run is 3 warm-up calls, then 10 profiled ones, times per call in ms.
 """
 import argparse
-import collections
 import os
-import re
 import sys
 import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mask_compare as mc  # noqa: E402
-
-
-def kernel_times(torch, fn, calls=10):
-    """Each CUDA kernel's device time per call of fn (ms), by its unqualified name."""
-    from torch.profiler import ProfilerActivity, profile
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    per = collections.defaultdict(float)
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            per[re.sub(r".*::", "", e.name.split("<")[0]).replace("void ", "")] += e.device_time / calls / 1e3
-    return dict(per)
+from kernel_times import device_times as kernel_times  # noqa: E402
 
 
 def main():
