@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Profile flashlab's fa2 kernels beside SDPA flash's (FlashAttention 2) with Nsight Compute, one shape.
+"""Profile flashlab's fa2 kernels beside SDPA flash's (FlashAttention 2), or its fa3 kernels beside SDPA's
+cuDNN backend (--kernel fa3), with Nsight Compute, one shape.
 
-Runs on the GPU machine. Both run forward+backward once (after a warm-up) on the same bf16 tensors of
+Runs on the GPU machine. Both run forward+backward (or the forward alone: --pass fwd) once, after a
+warm-up, on the same bf16 tensors of
 the anchors' setup (batch * seqlen = 16384 tokens, heads * head_dim = 2048); ncu collects the
 SpeedOfLight, Occupancy, LaunchStats, WarpStateStats, ComputeWorkloadAnalysis and InstructionStats
 sections (raw metrics) of every kernel whose name matches --kernels, and this script prints, per kernel,
@@ -10,7 +12,7 @@ activity, tensor pipe activity, executed instructions and the leading warp stall
 cycles per issued instruction). The full ncu CSV is kept.
 
 Usage: python3 bench/ncu_kernels.py LIB.so OUT.csv --hdim 128 --seqlen 4096 [--causal]
-                                    [--kernels REGEX]
+                                    [--kernels REGEX] [--kernel fa2|fa3] [--pass fwd|fwd+bwd]
 """
 import argparse
 import csv
@@ -23,6 +25,8 @@ from fa2_abi import Fa2, load  # noqa: E402
 
 WANTED = [  # (label, ncu raw metric, divisor)
     ("time us", "gpu__time_duration.sum", 1e3),
+    ("grid", "launch__grid_size", 1),
+    ("threads", "launch__block_size", 1),
     ("regs", "launch__registers_per_thread", 1),
     ("smem KB", "launch__shared_mem_per_block_dynamic", 1024),
     ("occ %", "sm__warps_active.avg.pct_of_peak_sustained_active", 1),
@@ -39,7 +43,7 @@ WANTED = [  # (label, ncu raw metric, divisor)
 STALL = "smsp__average_warps_issue_stalled_"  # ..._<reason>_per_issue_active.ratio
 
 
-def worker(lib_path, d, s, causal):
+def worker(lib_path, d, s, causal, kernel, pas):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -47,20 +51,23 @@ def worker(lib_path, d, s, causal):
     q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     o, dq, dk, dv = (torch.empty_like(q) for _ in range(4))
     lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-    ours = Fa2(torch, load(lib_path), q, k, v, o, lse, causal, grads=(do, dq, dk, dv)).forward_backward
+    fa = Fa2(torch, load(lib_path), q, k, v, o, lse, causal, grads=(do, dq, dk, dv), kernel=kernel.encode())
+    ours = fa.forward if pas == "fwd" else fa.forward_backward
+    qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(pas != "fwd") for x in (q, k, v))
+    backend = SDPBackend.CUDNN_ATTENTION if kernel == "fa3" else SDPBackend.FLASH_ATTENTION
 
-    qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
+    def anchor():
+        with sdpa_kernel(backend):
+            out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+            if pas != "fwd":
+                out.backward(do.transpose(1, 2))
 
-    def flash():
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).backward(do.transpose(1, 2))
-
-    for fn in (ours, flash):
+    for fn in (ours, anchor):
         fn()
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStart()
     ours()
-    flash()
+    anchor()
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStop()
 
@@ -93,7 +100,7 @@ def report(log):
 
 def main():
     if sys.argv[1] == "worker":
-        worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1")
+        worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1", sys.argv[6], sys.argv[7])
         return
     ap = argparse.ArgumentParser()
     ap.add_argument("lib")
@@ -101,7 +108,9 @@ def main():
     ap.add_argument("--hdim", type=int, default=128)
     ap.add_argument("--seqlen", type=int, default=4096)
     ap.add_argument("--causal", action="store_true")
-    ap.add_argument("--kernels", default="regex:dkdv|bwd|fa2_forward|fwd|preprocess|convert")
+    ap.add_argument("--kernels", default="regex:dkdv|bwd|fa2_forward|fa3_|fwd|sdpa|preprocess|convert")
+    ap.add_argument("--kernel", default="fa2", choices=["fa2", "fa3"])
+    ap.add_argument("--pass", dest="pas", default="fwd+bwd", choices=["fwd", "fwd+bwd"])
     args = ap.parse_args()
     cmd = ["ncu", "--csv", "--page", "raw", "--print-units", "base", "--profile-from-start", "off",
            "--clock-control", "none", "--target-processes", "all", "--kernel-name", args.kernels, "--log-file", args.out]
@@ -110,7 +119,7 @@ def main():
         cmd += ["--section", section]
     cmd += ["--metrics", ",".join(metric for _, metric, _ in WANTED)]
     cmd += [sys.executable, os.path.abspath(__file__), "worker", os.path.abspath(args.lib), str(args.hdim),
-            str(args.seqlen), "1" if args.causal else "0"]
+            str(args.seqlen), "1" if args.causal else "0", args.kernel, args.pas]
     subprocess.run(cmd, check=True)
     print(f"d={args.hdim} s={args.seqlen} causal={int(args.causal)} (ncu CSV: {args.out})")
     report(args.out)
