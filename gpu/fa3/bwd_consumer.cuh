@@ -40,30 +40,14 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
     mbar_wait(&sm.full[st], (t / S::kStages) & 1);
 
     // S^T and dP^T: D / 16 steps of 16 along the head dim, A = this consumer's 64 keys, B = the Q block.
+    // (With softcap, S and dP both held, ptxas spills 24-43 instructions in the loop.)
     float acc_s[kBr / 8][4], acc_dp[kBr / 8][4];
     wgmma_fence();
-    // Descriptors from one base an operand, made where issued (ptx.cuh fresh; v5): at d = 64 the main
-    // loop's 2-6 spill instructions of the deterministic and mask kernels gone; with softcap (S and dP
-    // both held) 20-32 before, 24-43 after.
-    const uint64_t k0 = fresh<true>(sw128_desc(smem_u32(&sm.k[0][w * 64][0]), 16, 1024));
-    const uint64_t q0 = fresh<true>(sw128_desc(smem_u32(&sm.q[st][0][0][0]), 16, 1024));
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t off = (kk % 4) * 32;  // bytes into the 128-byte swizzled row
-      const uint64_t a = desc_plus(k0, (kk / 4) * uint32_t(sizeof(sm.k[0])) + off);
-      const uint64_t bq = desc_plus(q0, (kk / 4) * uint32_t(sizeof(sm.q[0][0])) + off);
-      mma_ss<kBr, T>(acc_s, a, bq, kk > 0);
-    }
+    mma_over_head_dim<kBr, D, T>(acc_s, smem_u32(&sm.k[0][w * 64][0]), sizeof(sm.k[0]), smem_u32(&sm.q[st][0][0][0]),
+                                 sizeof(sm.q[0][0]));
     wgmma_commit();  // S^T's group
-    const uint64_t v0 = fresh<true>(sw128_desc(smem_u32(&sm.v[0][w * 64][0]), 16, 1024));
-    const uint64_t o0 = fresh<true>(sw128_desc(smem_u32(&sm.d_o[st][0][0][0]), 16, 1024));
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t off = (kk % 4) * 32;
-      const uint64_t a = desc_plus(v0, (kk / 4) * uint32_t(sizeof(sm.v[0])) + off);
-      const uint64_t bo = desc_plus(o0, (kk / 4) * uint32_t(sizeof(sm.d_o[0][0])) + off);
-      mma_ss<kBr, T>(acc_dp, a, bo, kk > 0);
-    }
+    mma_over_head_dim<kBr, D, T>(acc_dp, smem_u32(&sm.v[0][w * 64][0]), sizeof(sm.v[0]),
+                                 smem_u32(&sm.d_o[st][0][0][0]), sizeof(sm.d_o[0][0]));
     wgmma_commit();  // dP^T's
 
     // P^T and dS^T in place; element (n, e): key my_key + 8 (e / 2), query row row0 + 8 n + tc + (e & 1).
@@ -87,13 +71,7 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
       wgmma_wait<0>();
       fence_regs(acc_s);
       fence_regs(acc_dp);
-#pragma unroll
-      for (int n = 0; n < kBr / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = n * 8 + tc + (e & 1);
-          prob_grad<kSoftcap>(acc_s[n][e], acc_dp[n][e], sm.lse2[st][col], sm.dsum[st][col], p);
-        }
+      prob_grads<kSoftcap, kBr>(acc_s, acc_dp, sm.lse2[st], sm.dsum[st], tc, p);
     }
     mask_tile<kBr, kBc, kMask>(acc_s, acc_dp, p, seq, rm, key0, my_key, row0, tc);
 

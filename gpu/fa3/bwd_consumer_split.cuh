@@ -53,36 +53,16 @@ __device__ void consume_bwd_split(BwdSplitSmem<S, T>& sm, const BackwardParams& 
     // S^T and dP^T for this consumer's 32 query rows: D / 16 steps of 16 along the head dim.
     float acc_s[kRows / 8][4], acc_dp[kRows / 8][4];
     wgmma_fence();
-    const uint64_t k0 = fresh<true>(sw128_desc(smem_u32(&sm.k[0][0][0]), 16, 1024));
-    const uint64_t q0 = fresh<true>(sw128_desc(smem_u32(&sm.q[st][0][w * kRows][0]), 16, 1024));
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t off = (kk % 4) * 32;  // bytes into the 128-byte swizzled row
-      const uint64_t a = desc_plus(k0, (kk / 4) * uint32_t(sizeof(sm.k[0])) + off);
-      const uint64_t bq = desc_plus(q0, (kk / 4) * uint32_t(sizeof(sm.q[0][0])) + off);
-      mma_ss<kRows, T>(acc_s, a, bq, kk > 0);
-    }
-    const uint64_t v0 = fresh<true>(sw128_desc(smem_u32(&sm.v[0][0][0]), 16, 1024));
-    const uint64_t o0 = fresh<true>(sw128_desc(smem_u32(&sm.d_o[st][0][w * kRows][0]), 16, 1024));
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t off = (kk % 4) * 32;
-      const uint64_t a = desc_plus(v0, (kk / 4) * uint32_t(sizeof(sm.v[0])) + off);
-      const uint64_t bo = desc_plus(o0, (kk / 4) * uint32_t(sizeof(sm.d_o[0][0])) + off);
-      mma_ss<kRows, T>(acc_dp, a, bo, kk > 0);
-    }
+    mma_over_head_dim<kRows, D, T>(acc_s, smem_u32(&sm.k[0][0][0]), sizeof(sm.k[0]),
+                                   smem_u32(&sm.q[st][0][w * kRows][0]), sizeof(sm.q[0][0]));
+    mma_over_head_dim<kRows, D, T>(acc_dp, smem_u32(&sm.v[0][0][0]), sizeof(sm.v[0]),
+                                   smem_u32(&sm.d_o[st][0][w * kRows][0]), sizeof(sm.d_o[0][0]));
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(acc_s);
     fence_regs(acc_dp);
     // Element (n, e): key my_key + 8 (e / 2), query row row0 + 8 n + tc + (e & 1).
-#pragma unroll
-    for (int n = 0; n < kRows / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = w * kRows + n * 8 + tc + (e & 1);
-        prob_grad<kSoftcap>(acc_s[n][e], acc_dp[n][e], sm.lse2[st][col], sm.dsum[st][col], p);
-      }
+    prob_grads<kSoftcap, kRows>(acc_s, acc_dp, sm.lse2[st] + w * kRows, sm.dsum[st] + w * kRows, tc, p);
     mask_tile<kRows, kBc, kMask>(acc_s, acc_dp, p, seq, rm, key0, my_key, row0, tc);
 
     // The A operands of the four 16-row k-steps: this consumer's two (kk / 2 == w) from its accumulators,
