@@ -100,7 +100,9 @@ def report(log):
 
 def main():
     if sys.argv[1] == "worker":
-        worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1", sys.argv[6], sys.argv[7])
+        # worker LIB HDIM SEQLEN CAUSAL [KERNEL [PASS]]: fa2 and forward+backward unless named
+        extra = sys.argv[6:] + ["fa2", "fwd+bwd"][len(sys.argv[6:]):]
+        worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1", extra[0], extra[1])
         return
     ap = argparse.ArgumentParser()
     ap.add_argument("lib")
