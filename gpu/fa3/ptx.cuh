@@ -124,6 +124,11 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t smem_addr, uint32_t lead
 // the address / 16) moved; every address stays below 256 KiB, so nothing carries into the other fields.
 __device__ __forceinline__ uint64_t desc_plus(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 
+// threadIdx.x / n, known to the compiler as the same across the warp (a broadcast from lane 0), so that the
+// shared-memory addresses and wgmma descriptors derived from it go on the uniform datapath, where wgmma reads
+// them, rather than through general registers and a move each (R2UR).
+__device__ __forceinline__ int warp_uniform_index(int n) { return __shfl_sync(0xffffffff, int(threadIdx.x) / n, 0); }
+
 // With kFresh, `x` as far as the compiler knows made anew here: a GEMM's k-step descriptors derived from it
 // are computed where they are issued instead of being hoisted out of the tile loop and held in registers
 // (the forward at d = 256 held 32 for the 16 k-steps of S = Q K^T, and its consumers spilled in the main
