@@ -101,10 +101,11 @@
 //       21); d <= 128 keeps its code. A/B in one process, both orders, H100, 2026-11-26 (bench/results/
 //       ab-h100-2026-11-26-fa3-fresh-desc-d256-fwd*.csv): +1.8% to +5.3% a cell (geometric mean of the
 //       orders), 509-652 TFLOP/s, 0.82-0.98x cuDNN in the same runs.
-//   v15 the warpgroup index from a warp broadcast (ptx.cuh warp_uniform_index): the compiler knew threadIdx.x /
-//       128 only per thread, so every descriptor went through general registers and a move to the uniform
-//       ones wgmma reads (R2UR: 6.8 M executed at d = 128 s = 1k against cuDNN's 2.9 M; ncu source counters,
-//       bench/results/ncu-sass-h100-2026-11-27-*.csv.gz; the count after, not measured). A/B in one process, both orders, H100, 2026-11-27
+//   v15 the warpgroup index from a warp broadcast (ptx.cuh warp_uniform_index), meant to let the compiler keep
+//       the descriptors in the uniform registers wgmma reads (R2UR: 6.8 M executed at d = 128 s = 1k against
+//       cuDNN's 2.9 M; ncu source counters, bench/results/ncu-sass-h100-2026-11-27-*.csv.gz). At d = 128 it did
+//       not: after it R2UR 6.5 M, IMAD 12.3 M (was 11.5), 98.7 M instructions (was 98.3); why d = 256 gains is
+//       not established. A/B in one process, both orders, H100, 2026-11-27
 //       (ab-h100-2026-11-27-fa3-uniform-warpgroup*.csv): forward d = 256 +1.2-4.4%, d <= 128 0.98-1.05x. Sweep
 //       (gpu-h100-2026-11-27-fa3-v15-uniform.csv): d = 64 0.84-1.00x cuDNN, d = 128 0.83-0.94x, d = 256
 //       0.83-0.99x; against fa2 at d = 128, s >= 4k, 1.50-1.60x.
