@@ -89,8 +89,8 @@
 //       A/B in one process, both orders (ab-h100-2026-11-27-fa3-bwd-dq-under-dk*.csv): forward + backward
 //       +1.3-3.5% a cell (geometric mean of the orders), d = 64 and 128, s = 1k-16k. Sweep (gpu-h100-2026-11-27-
 //       fa3-fwdbwd-v9.csv): d = 64 0.97-1.03x cuDNN, d = 128 0.90-0.98x, d = 256 0.96-1.06x.
-//   v10 the consumer index from a warp broadcast (ptx.cuh warp_uniform_index), so that its shared-memory
-//       addresses and wgmma descriptors live in uniform registers (2026-11-27, with forward v15). A/B in one
+//   v10 the consumer index from a warp broadcast (ptx.cuh warp_uniform_index), meant to keep its shared-memory
+//       addresses and wgmma descriptors in uniform registers (2026-11-27, with forward v15). A/B in one
 //       process, both orders, forward + backward (ab-h100-2026-11-27-fa3-uniform-warpgroup*.csv): d = 256
 //       +1.3-4.8%, d <= 128 0.99-1.02x. Sweep (gpu-h100-2026-11-27-fa3-v15-uniform.csv): d = 64 0.91-1.07x
 //       cuDNN, d = 128 0.88-1.00x, d = 256 0.97-1.11x, 1.38-1.77x fa2.

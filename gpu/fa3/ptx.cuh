@@ -125,8 +125,9 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t smem_addr, uint32_t lead
 __device__ __forceinline__ uint64_t desc_plus(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 
 // threadIdx.x / n, known to the compiler as the same across the warp (a broadcast from lane 0), so that the
-// shared-memory addresses and wgmma descriptors derived from it go on the uniform datapath, where wgmma reads
-// them, rather than through general registers and a move each (R2UR).
+// shared-memory addresses and wgmma descriptors derived from it may go on the uniform datapath, where wgmma
+// reads them, rather than through general registers and a move each (R2UR). Measured +1-5% at d = 256; at
+// d = 128 the compiler still moves them (gpu/HISTORY.md, fa3 forward v15).
 __device__ __forceinline__ int warp_uniform_index(int n) { return __shfl_sync(0xffffffff, int(threadIdx.x) / n, 0); }
 
 // With kFresh, `x` as far as the compiler knows made anew here: a GEMM's k-step descriptors derived from it
