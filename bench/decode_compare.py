@@ -15,6 +15,16 @@ is a device-to-device copy's bandwidth ((bytes read + written) / time) measured 
 against SDPA in fp64 on the first two batch entries. `one_launch_s`, the same timing of one kernel that
 adds 1 to one element, is the floor any call measured this way pays (launch, the events, the empty
 pipeline), beside which small caches are read.
+
+Three clocks, every implementation on each (columns `<impl>_s`, `<impl>_cold_s`, `<impl>_layers_s`):
+  do_bench  triton.testing.do_bench's median. Its L2 flush *writes* 256 MB (zero_), so the call it times
+            starts with up to an L2 of dirty lines, and every line its reads evict is written back to
+            HBM first: a cache smaller than the L2 pays about its own size again in writes.
+  cold      one call after a read of 256 MB (the L2 full of clean lines: its reads evict for free),
+            events around the call, median of 100: a cold cache, the launch and the events included.
+  layers    the call over `copies` distinct caches back to back (as a model's layers read theirs, each
+            cold: the copies together are at least four L2s), captured in a CUDA graph and replayed,
+            the time a call: what a decode step pays per layer, launch gaps included, no flush.
 """
 import argparse
 import csv
@@ -46,6 +56,63 @@ def write_csv(path, rows):
         w.writerows(rows)
 
 
+_clean_flush = []  # the 256 MB the cold clock reads before each call, made at its first use
+
+
+def cold_s(fn, reps=100):
+    """Median of one call's time after the L2 was filled with clean lines (a 256 MB read)."""
+    if not _clean_flush:
+        _clean_flush.append(torch.ones((256 << 20) // 4, dtype=torch.float32, device="cuda"))
+    flush = _clean_flush[0]
+    fn()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        flush.sum()
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return times[len(times) // 2] * 1e-3
+
+
+def layers_s(fns, replays=20):
+    """The time a call of fns (one a distinct cache), run back to back in a CUDA graph, replayed; the
+    graph's clock (`graph`), or a plain loop where capture fails (`loop`)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for fn in fns:  # warm: allocations and plans made outside the capture
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    try:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for fn in fns:
+                fn()
+        run, how = graph.replay, "graph"
+    except Exception:  # noqa: BLE001 (a backend or flashlab's call that cannot be captured: timed as a loop)
+        torch.cuda.synchronize()
+
+        def run():
+            for fn in fns:
+                fn()
+        how = "loop"
+    run()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(5):
+        start.record()
+        for _ in range(replays):
+            run()
+        end.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(end) * 1e-3 / (replays * len(fns)))
+    return sorted(samples)[len(samples) // 2], how
+
+
 def copy_rate():
     """A 2 GiB device-to-device copy's bandwidth: (bytes read + bytes written) per second."""
     src = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
@@ -64,13 +131,18 @@ def main():
     ap.add_argument("--hdim", type=int, default=128)
     ap.add_argument("--paged", type=int, default=0, help="page size of a paged cache (0: contiguous)")
     ap.add_argument("--max-cache-bytes", type=float, default=20e9, help="skip shapes whose K and V exceed this")
+    ap.add_argument("--max-layers-bytes", type=float, default=24e9,
+                    help="the layers clock's copies together at most this (else its columns are empty)")
     args = ap.parse_args()
     dev = torch.cuda.get_device_name()
     roof = copy_rate()
     one = torch.zeros(1, device="cuda")
     floor = median_s(lambda: one.add_(1))
-    print(f"{dev}: a copy moves {roof / 1e12:.2f} TB/s; one kernel's launch, timed alike, {floor * 1e6:.1f} us",
-          flush=True)
+    floor_cold = cold_s(lambda: one.add_(1))
+    print(f"{dev}: a copy moves {roof / 1e12:.2f} TB/s; one kernel's launch, timed by do_bench {floor * 1e6:.1f} us, "
+          f"cold {floor_cold * 1e6:.1f} us", flush=True)
+    print("each clock: flashlab's time, its cache bytes a second over the copy rate, the best SDPA backend's time "
+          "over flashlab's\n" + " " * 37 + "| do_bench                | cold                    | layers", flush=True)
     rows = []
     for batch in map(int, args.batches.split(",")):
         for cache_len in map(int, args.cache_lens.split(",")):
@@ -97,8 +169,31 @@ def main():
             row = {"device": dev, "date": datetime.date.today().isoformat(), "torch": torch.__version__,
                    "batch": batch, "cache_len": cache_len, "page_size": args.paged, "heads_q": hq, "heads_kv": hk, "hdim": d,
                    "num_splits": splits, "cache_bytes": 2 * kc.numel() * kc.element_size(),
-                   "copy_bytes_per_s": roof, "one_launch_s": floor}
-            row["flashlab_s"] = median_s(lambda: flashlab.flash_attn_with_kvcache(q, kf, vf, cache_seqlens=lens, **kw))
+                   "copy_bytes_per_s": roof, "one_launch_s": floor, "one_launch_cold_s": floor_cold}
+            # The layers clock's distinct caches: enough copies that together they are four L2s (two at least).
+            l2 = torch.cuda.get_device_properties(0).L2_cache_size
+            copies = max(2, -(-4 * l2 // row["cache_bytes"]))
+            held = copies * row["cache_bytes"] * (2 if args.paged else 1)
+            layers = held <= args.max_layers_bytes
+            row["layer_copies"] = copies if layers else 0
+            caches = [(kf, vf, kc, vc)]
+            for _ in range(copies - 1 if layers else 0):
+                kc2, vc2 = kc.clone(), vc.clone()
+                caches.append((kf.clone(), vf.clone(), kc2, vc2) if args.paged else (kc2, vc2, kc2, vc2))
+
+            def ours_on(c):
+                return lambda: flashlab.flash_attn_with_kvcache(q, c[0], c[1], cache_seqlens=lens, **kw)
+
+            def sdpa_on(c):
+                kt_, vt_ = c[2].transpose(1, 2), c[3].transpose(1, 2)
+                return lambda: F.scaled_dot_product_attention(q.transpose(1, 2), kt_, vt_, enable_gqa=True)
+
+            def clocks(name, on):
+                row[name + "_s"] = median_s(on(caches[0]))
+                row[name + "_cold_s"] = cold_s(on(caches[0]))
+                row[name + "_layers_s"], row[name + "_layers_how"] = layers_s([on(c) for c in caches]) if layers else ("", "")
+
+            clocks("flashlab", ours_on)
             qt, kt, vt = q.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
             n = min(batch, 2)
             ref = F.scaled_dot_product_attention(qt[:n].double(), kt[:n].double(), vt[:n].double(), enable_gqa=True)
@@ -108,19 +203,27 @@ def main():
                 try:
                     with sdpa_kernel(backend):
                         F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
-                        row[name + "_s"] = median_s(lambda: F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True))
+                        clocks(name, sdpa_on)
                 except RuntimeError:
-                    row[name + "_s"] = ""
+                    for suffix in ("_s", "_cold_s", "_layers_s", "_layers_how"):
+                        row[name + suffix] = ""
+            for clock in ("", "_cold", "_layers"):
+                t = row["flashlab" + clock + "_s"]
+                row["flashlab" + clock + "_of_roofline"] = row["cache_bytes"] / t / roof if t != "" else ""
+                best = min((row[b + clock + "_s"] for b in BACKENDS if row[b + clock + "_s"] != ""), default="")
+                row["best_sdpa_over_flashlab" + clock] = best / t if best != "" and t != "" else ""
             row["flashlab_bytes_per_s"] = row["cache_bytes"] / row["flashlab_s"]
-            row["flashlab_of_roofline"] = row["flashlab_bytes_per_s"] / roof
             rows.append(row)
-            best = min((row[n + "_s"] for n in BACKENDS if row[n + "_s"] != ""), default=None)
-            print(f"batch {batch:3d} cache {cache_len:6d} splits {splits:3d}: flashlab {row['flashlab_s'] * 1e6:8.1f} us "
-                  f"({row['flashlab_of_roofline'] * 100:5.1f}% of the copy rate)"
-                  + "".join(f", {n} {row[n + '_s'] * 1e6:.1f} us" if row[n + "_s"] != "" else f", {n} n/a"
-                            for n in BACKENDS)
-                  + (f", best SDPA / flashlab {best / row['flashlab_s']:.2f}x" if best else "")
-                  + f", err {row['max_abs_err']:.1e}", flush=True)
+
+            def cell(clock):
+                t = row["flashlab" + clock + "_s"]
+                if t == "":
+                    return "        n/a"
+                return (f"{t * 1e6:7.1f} us {row['flashlab' + clock + '_of_roofline'] * 100:5.1f}% "
+                        f"{row['best_sdpa_over_flashlab' + clock] or float('nan'):5.2f}x")
+            print(f"batch {batch:3d} cache {cache_len:6d} splits {splits:3d} | " + " | ".join(cell(c) for c in ("", "_cold", "_layers"))
+                  + f" | err {row['max_abs_err']:.1e}", flush=True)
+            del caches
             del q, kc, vc, kf, vf
             torch.cuda.empty_cache()
     write_csv(args.out, rows)

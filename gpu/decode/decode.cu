@@ -65,6 +65,14 @@
 //   batch 8 x 64k 849 us against 698, batch 1 x 64k at 8 splits 125 against 107
 //   (decode-h100-2026-11-26-try-three-stages.csv; why is open: no ncu run of it; the carveout left 28 KB
 //   of L1, where the two-stage kernel's 132 KB leaves 96).
+//   2026-11-27, the same kind of H100: v6 timed as a model's layers run it (bench/decode_compare.py's layers
+//   clock: calls over distinct caches back to back in a CUDA graph; do_bench's L2 flush writes 256 MB and
+//   left small calls paying write-backs): batch 1 at 8k keys 18.6 us, 59.7% of the copy rate (cuDNN 19.0),
+//   16k 75.1%, 64k 95.2%; batch 8 and 64 98-104% from 8k; 0.97-1.09x the best SDPA backend. A kernel that
+//   only reads the same 33.6 MB takes 14.0 us (simulator/validation/cold_read.cu): ~3 us a kernel beyond
+//   the bytes at the copy rate. Tried and not kept: the splits merged in a thread block cluster (2..8 split
+//   CTAs a cluster, partials read through distributed shared memory, no combine kernel): correct, sanitizers
+//   clean, x0.99-1.01 (bench/results/decode-h100-2026-11-27-cluster-merge-ab.txt).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
