@@ -35,12 +35,11 @@
 //
 // Tile shape: shapes.hpp's fa3_forward_shape (`flashlab shapes --algo fa3`).
 //
-// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-23, this code (v7 with two consumers), bf16, batch x
-// seqlen = 16k, heads x d = 2048, against SDPA's cuDNN backend in the same process
-// (bench/results/gpu-h100-2026-11-23-fa3-final.csv), s = 1k-16k: d = 64 0.86-1.01x (causal 0.82-0.95x),
-// d = 128 0.87-0.99x (causal 0.83-1.00x), d = 256 0.78-0.87x (causal 0.76-0.81x; v10, 2026-11-24:
-// 0.82-0.92x, causal 0.74-0.87x; v14, 2026-11-26: 0.86-0.98x, causal 0.82-0.93x); against our fa2 at
-// d = 128, s >= 4k: 1.54-1.63x.
+// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-27, this code (v16), bf16, batch x seqlen = 16k, heads x
+// d = 2048, against SDPA's cuDNN backend in the same process (bench/results/gpu-h100-2026-11-27-fa3-v16.csv),
+// s = 1k-16k: d = 64 0.88-0.98x (causal 0.83-1.00x), d = 128 0.88-1.01x (causal 0.88-1.01x), d = 256
+// 0.90-1.04x (causal 0.86-0.93x); against our fa2 at d = 128, s >= 4k: 1.53-1.71x. (First sweep, v7,
+// 2026-11-23: d = 64 0.86-1.01x, d = 128 0.87-0.99x, d = 256 0.78-0.87x.)
 //
 // Version index (bench/gpu_compare.py, bench/ab_libs.py --kernel fa3; H100, the sweep above, TFLOP/s at
 // d = 128 s = 16k non-causal / causal with cuDNN's in the same run; full entries in gpu/HISTORY.md):
@@ -109,6 +108,16 @@
 //       (ab-h100-2026-11-27-fa3-uniform-warpgroup*.csv): forward d = 256 +1.2-4.4%, d <= 128 0.98-1.05x. Sweep
 //       (gpu-h100-2026-11-27-fa3-v15-uniform.csv): d = 64 0.84-1.00x cuDNN, d = 128 0.83-0.94x, d = 256
 //       0.83-0.99x; against fa2 at d = 128, s >= 4k, 1.50-1.60x.
+//   v16 the step count (and the tile, its lengths and the walk's bounds) from lane 0 (consumer.cuh): ptxas had
+//       held the step count in a general register, so each step's K/V stage address and every k-step
+//       descriptor went through 64-bit integer adds and R2UR moves. SASS between the first and last HGMMA,
+//       d = 128: 1658 -> 1479 instructions, R2UR 77 -> 3, IMAD 192 -> 79 (d = 256 1566 -> 1368, d = 64 1451 ->
+//       1323; bench/results/sass-h100-2026-11-27-fa3-v16-opcodes.txt); ncu at d = 128 s = 1k: 90.5 M -> 77.3 M
+//       warp instructions (cuDNN's kernel 81.4 M). A/B in one process, both orders, H100, 2026-11-27
+//       (ab-h100-2026-11-27-fa3-v16-uniform-steps*.csv): +0.4% to +9.8% a cell, one -1.1% (d = 64 s = 1k);
+//       FP8 -0.3% to +7% (fp8-h100-2026-11-27-v16-ab*.csv). The tile and bounds alone (without the step count) moved
+//       R2UR 77 -> 61 and measured -2.4% to +5.8%. Sweep (gpu-h100-2026-11-27-fa3-v16.csv): d = 64 0.83-1.00x
+//       cuDNN, d = 128 0.88-1.01x, d = 256 0.86-1.04x; against fa2 at d = 128, s >= 4k, 1.53-1.71x.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
