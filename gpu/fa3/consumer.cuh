@@ -155,10 +155,9 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
   for (int k = 0;; ++k) {
     const int slot = k & 1;
     mbar_wait(&sm.tile_full[slot], (k >> 1) & 1);
-    // The tile from lane 0, so that the compiler knows it is the same in every lane: everything derived
-    // from it (the walk's bounds, the K/V stage each step reads) is then warp-uniform, and the wgmma
-    // descriptors can be computed on the uniform datapath where wgmma reads them.
-    const int t = __shfl_sync(0xffffffff, *reinterpret_cast<volatile int*>(&sm.tile[slot]), 0);
+    // The tile, its lengths, the walk's bounds and the step count are warp_uniform (ptx.cuh): the K/V stage
+    // each step reads, and so its wgmma descriptors, follow from them (forward v16).
+    const int t = warp_uniform(*reinterpret_cast<volatile int*>(&sm.tile[slot]));
     __syncwarp();
     if (lane == 0) mbar_arrive(&sm.tile_empty[slot]);
     if (t >= sched.count()) break;
@@ -167,8 +166,8 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     RowMask rm;  // so that its offsets do not hold registers through the main loop); kMask: the mask
     {            // function's row intervals (this batch entry's rows of its arrays; fixed length)
       const Sequence seq = sequence_of(p, tile.batch);
-      sq = __shfl_sync(0xffffffff, seq.sq, 0);  // uniform, as the tile (a varlen batch's are loads)
-      sk = __shfl_sync(0xffffffff, seq.sk, 0);
+      sq = warp_uniform(seq.sq);  // a varlen batch's lengths are loads
+      sk = warp_uniform(seq.sk);
       rm = row_mask<kMask>(p, seq, tile.batch);
     }
     // Positions row0 .. row0 + rows - 1 (kBr of them, or packed kBr / pack of each of pack heads: thread
@@ -185,10 +184,7 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     // or a run's middle, where every row sees every key (KeyBlocks' full_lo / full_hi): two ints through
     // the loop in place of the list's count of partial blocks and both bounds (at d = 256, 8-12 bytes
     // fewer spills).
-    // (From lane 0 as the tile is: a varlen batch's lengths and a mask's intervals are loads the compiler
-    // cannot know to be uniform, and the stage each step reads follows these bounds.)
-    const int x0 = __shfl_sync(0xffffffff, kMask ? 0 : blocks.begin, 0);
-    const int x1 = __shfl_sync(0xffffffff, kMask ? walk.count : blocks.end, 0);
+    const int x0 = warp_uniform(kMask ? 0 : blocks.begin), x1 = warp_uniform(kMask ? walk.count : blocks.end);
     auto block = [&](int x) { return kMask ? walk.block(x) : x; };
     int f0 = 0, f1 = 0;
     if constexpr (kMask) {
@@ -219,10 +215,10 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
 
     mbar_wait(&sm.q_full, tile_it & 1);
     ++tile_it;
-    // The step count from lane 0 too: without it ptxas held it in a general register (it flows around the
-    // tile loop), and every K/V stage address and k-step descriptor of the step went through general
-    // registers and R2UR moves (SASS, d = 128: 61 R2UR between the first and last HGMMA).
-    it = __shfl_sync(0xffffffff, it, 0);
+    // The step count, carried around the loop over tiles, is re-made uniform at each tile: without it ptxas
+    // held it in a general register, and every K/V stage address and k-step descriptor went through general
+    // registers and R2UR moves (d = 128: 77 R2UR between the first and last HGMMA, 3 with it).
+    it = warp_uniform(it);
     const int n = x1 - x0;
     if (n > 0) {
       // Block 0: S_0 alone; its softmax has no GEMM to hide under.

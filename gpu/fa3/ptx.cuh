@@ -124,11 +124,15 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t smem_addr, uint32_t lead
 // the address / 16) moved; every address stays below 256 KiB, so nothing carries into the other fields.
 __device__ __forceinline__ uint64_t desc_plus(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 
-// threadIdx.x / n, known to the compiler as the same across the warp (a broadcast from lane 0), so that the
-// shared-memory addresses and wgmma descriptors derived from it may go on the uniform datapath, where wgmma
-// reads them, rather than through general registers and a move each (R2UR). Measured +1-5% at d = 256; at
-// d = 128 the compiler still moves them (gpu/HISTORY.md, fa3 forward v15).
-__device__ __forceinline__ int warp_uniform_index(int n) { return __shfl_sync(0xffffffff, int(threadIdx.x) / n, 0); }
+// `x` as lane 0 holds it, known to the compiler to be the same in every lane of the warp: ptxas keeps a
+// value in uniform registers (where wgmma reads its descriptors) only where it can tell so, and a value
+// loaded from memory, or carried around a loop whose bounds were, it cannot. Shared-memory addresses and
+// wgmma descriptors derived from uniform values are then computed on the uniform datapath instead of in
+// general registers with a move each (R2UR) before every wgmma (gpu/HISTORY.md, fa3 forward v15 and v16).
+// Every lane of the warp must call it.
+__device__ __forceinline__ int warp_uniform(int x) { return __shfl_sync(0xffffffff, x, 0); }
+// threadIdx.x / n, warp-uniform (the warpgroup index: +1-5% at d = 256, forward v15).
+__device__ __forceinline__ int warp_uniform_index(int n) { return warp_uniform(int(threadIdx.x) / n); }
 
 // With kFresh, `x` as far as the compiler knows made anew here: a GEMM's k-step descriptors derived from it
 // are computed where they are issued instead of being hoisted out of the tile loop and held in registers
