@@ -313,15 +313,19 @@ constexpr TileShape fa3_forward_shape(int head_dim) {
   TileShape s;
   s.kernel = "fa3_forward_kernel (gpu/fa3/fa3_fwd.cu)";
   s.head_dim = d;
-  const int consumers = 2;
+  const int consumers = d == 64 ? 3 : 2;
   s.block_m = 64 * consumers;
   s.block_n = d <= 128 ? 128 : 80;
   s.warps = 4 * (consumers + 1);
   s.threads = 32 * s.warps;
   s.stages = 2;
   s.smem_bytes = fa3_forward_smem_bytes(d, s.block_m, s.block_n, s.stages);
-  s.why = d <= 128 ? "one producer warpgroup (TMA) and two consumer warpgroups of 64 query rows (wgmma), 128 x 128 "
-                     "tiles, K and V double-buffered"
+  s.why = d == 64 ? "one producer warpgroup (TMA) and three consumer warpgroups of 64 query rows (wgmma), 192 x 128 "
+                    "tiles, K and V double-buffered: at d = 64 a step's GEMMs take half as long as at 128 and its softmax "
+                    "does not, so one warpgroup's softmax outlasts the other's GEMMs; a third keeps the tensor cores fed "
+                    "(v17: +3-16% against two, but -7.5% at s = 1k causal, gpu/HISTORY.md)"
+          : d <= 128 ? "one producer warpgroup (TMA) and two consumer warpgroups of 64 query rows (wgmma), 128 x 128 "
+                       "tiles, K and V double-buffered"
                    : "128 x 80 at d = 256 (FA3's): 128 keys of K and V in two stages would not fit in shared "
                      "memory; 80 (224 KiB) against 64 measured 0.99-1.07x (gpu/HISTORY.md v10)";
   return s;

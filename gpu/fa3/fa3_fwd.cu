@@ -35,10 +35,10 @@
 //
 // Tile shape: shapes.hpp's fa3_forward_shape (`flashlab shapes --algo fa3`).
 //
-// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-27, this code (v16), bf16, batch x seqlen = 16k, heads x
-// d = 2048, against SDPA's cuDNN backend in the same process (bench/results/gpu-h100-2026-11-27-fa3-v16.csv),
-// s = 1k-16k: d = 64 0.88-0.98x (causal 0.83-1.00x), d = 128 0.88-1.01x (causal 0.88-1.01x), d = 256
-// 0.90-1.04x (causal 0.86-0.93x); against our fa2 at d = 128, s >= 4k: 1.53-1.71x. (First sweep, v7,
+// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-27, this code (v17), bf16, batch x seqlen = 16k, heads x
+// d = 2048, against SDPA's cuDNN backend in the same process (bench/results/gpu-h100-2026-11-27-fa3-v17.csv),
+// s = 1k-16k: d = 64 0.89-1.14x (causal 0.77-1.11x), d = 128 0.86-0.97x (causal 0.86-0.99x), d = 256
+// 0.90-1.04x (causal 0.84-0.97x); against our fa2 at d = 128, s >= 4k: 1.59-1.69x. (First sweep, v7,
 // 2026-11-23: d = 64 0.86-1.01x, d = 128 0.87-0.99x, d = 256 0.78-0.87x.)
 //
 // Version index (bench/gpu_compare.py, bench/ab_libs.py --kernel fa3; H100, the sweep above, TFLOP/s at
@@ -118,6 +118,13 @@
 //       FP8 -0.3% to +7% (fp8-h100-2026-11-27-v16-ab*.csv). The tile and bounds alone (without the step count) moved
 //       R2UR 77 -> 61 and measured -2.4% to +5.8%. Sweep (gpu-h100-2026-11-27-fa3-v16.csv): d = 64 0.83-1.00x
 //       cuDNN, d = 128 0.88-1.01x, d = 256 0.86-1.04x; against fa2 at d = 128, s >= 4k, 1.53-1.71x.
+//   v17 three consumer warpgroups at d = 64 (192-row tiles; gpu/shapes.hpp): v7 measured three at 0.83-1.06x
+//       of two; after v16's leaner loop, A/B in one process, both orders, H100, 2026-11-27
+//       (ab-h100-2026-11-27-fa3-v17-d64-three-consumers*.csv): +3% to +16% at s = 1k-16k but s = 1k causal,
+//       -7.5% (1024 rows make 5 1/3 tiles of 192: the last, the longest walk, a third full). Sweep
+//       (gpu-h100-2026-11-27-fa3-v17.csv): d = 64 0.89-1.14x cuDNN, causal 0.77-1.11x (v16 0.88-0.98x, causal
+//       0.83-1.00x). Next: a length-dependent pick (two consumers where 192-row tiles leave the longest walks
+//       mostly padding).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
