@@ -127,23 +127,11 @@ __device__ void consume_bwd_split(BwdSplitSmem<S, T>& sm, const BackwardParams& 
     const int64_t block = int64_t(walk.head(t)) * sc.blocks + first + walk.block(t);
     float4* accum = reinterpret_cast<float4*>(sc.dq_accum + block * S::kDqFloats);
     const int c = w * 128 + threadIdx.x % 128;
-    // Deterministic: consumer w of this K/V block adds its columns of Q block i after those of the blocks
-    // before it (bwd_dq_writer.cuh's order, a semaphore a consumer: the two add disjoint columns). One
-    // thread waits for the count (an acquire), its warpgroup behind a barrier; after the second half the
-    // warpgroup meets again and one thread raises the count with a release, which the barrier orders after
-    // every thread's atomics (PTX's causality order is cumulative through bar.sync; CUTLASS's
-    // GenericBarrier works so too). 0.65-0.75x of the atomic backward (H100); a fence in every thread
-    // before the barrier 0.58-0.64x, the turn taken after both halves (64 accumulators) 0.63-0.67x.
-    int* sem = kDeterministic ? sc.sem + block * S::kSems + w : nullptr;
-    if constexpr (kDeterministic) {
-      const int i = walk.block(t);
-      const int first_j = kMask ? key_blocks<kBr, kBc>(i * kBr, rm).begin
-                                : key_blocks<kBr, kBc>(i * kBr, seq.sq, seq.sk, p.window_left, p.window_right).begin;
-      if (threadIdx.x % 128 == 0)
-        while (load_acquire(sem) != j - first_j) {
-        }
-      named_sync(kEpilogue + w, 128);
-    }
+    // Deterministic: consumer w of this K/V block adds its columns of Q block i after the K/V blocks that
+    // precede it in bwd_dq_writer.cuh's order (a semaphore a consumer: the two add disjoint columns). Its
+    // turn keeper (bwd_dq_writer.cuh keep_dq_turns) waits for the turn and raises the count after; the
+    // warpgroup only meets it, before the first atomics and (without waiting) after the last.
+    if constexpr (kDeterministic) named_sync(kDqTurn + w, kTurnThreads);
     const auto add_dq = [&](int half) {
 #pragma unroll
       for (int jj = 0; jj < kHalf / 16; ++jj)
@@ -165,10 +153,7 @@ __device__ void consume_bwd_split(BwdSplitSmem<S, T>& sm, const BackwardParams& 
     fence_regs(acc_dq);
     if (t + S::kStages < walk.steps) named_arrive(kStageEmpty + st, kStageThreads);  // done with Q, dO, LSE2, D
     add_dq(1);
-    if constexpr (kDeterministic) {  // the warpgroup's atomics ordered before the release by the barrier
-      named_sync(kEpilogue + w, 128);
-      if (threadIdx.x % 128 == 0) add_release(sem, 1);
-    }
+    if constexpr (kDeterministic) named_arrive(kDqAdded + w, kTurnThreads);  // the keeper releases the turn
   }
 
   // Epilogue: dK[:, c_w] (times the scale prob_grad left out) and dV[:, c_w], zero for keys no query row

@@ -10,15 +10,27 @@ namespace flashlab::gpu::fa3 {
 // arrive on kDqFull after; the writer syncs on kDqFull and arrives on kDqEmpty once its reduction has read
 // shared memory (and once before the first step).
 
-// Deterministic: the K/V blocks that see Q block i add into it one at a time, in the order of j (a CTA
-// waits, before its reduction, until the semaphore of (head, Q block) counts the blocks before it, and
-// raises it once its reduction has landed), so every element of dQ is summed in one order. CTAs wait
-// only on CTAs of lower j of the same head and entry, launched before them: no cycle. Every CTA walks
-// its Q blocks from the last (BwdWalk), so that under a causal mask or a window, where K/V block j's
-// walk starts further down than j - 1's, all reach a Q block at the same step and each waits only for
-// its predecessor's reduction (walking from the first, CTA j would sit out the steps j - 1 takes to get
-// there, and hold its SM until the first CTA of its head ends: 0.69-0.74x of the atomic backward, H100,
-// d = 128 causal).
+// Deterministic: the K/V blocks that see Q block i add into it one at a time, from the last of them down
+// (a CTA waits, before its reduction, until the semaphore of (head, Q block) counts the blocks after it,
+// and raises it once its reduction has landed), so every element of dQ is summed in one order. The grid
+// launches a head's K/V blocks from the last (fa3_bwd.cu), so a CTA waits only on CTAs launched before
+// it: no cycle. Every CTA walks its Q blocks from its first: under a causal mask K/V block j + 1's walk
+// starts a block further down than j's, so it reaches each Q block a step before j does, and j finds its
+// turn ready: the CTAs of a head form a pipeline. (In the order of j, with every walk from the last, all
+// reached a Q block at the same step and each waited for its predecessor's reduction, the CTAs of a head
+// in a chain: 0.65-0.77x of the atomic backward at d = 256 causal, H100.) Without a mask every walk starts
+// at the first block, and the chain remains. (Launching the heads of a K/V block together instead, so that
+// a wave's CTAs are of different heads, broke it, but each CTA then read its own head's Q and dO from
+// DRAM: 0.42-0.77x of the atomic backward, H100, but at s = 16k without a mask.)
+// K/V block j's turn at Q block i: how many of the blocks that block sees (the forward's key_blocks) come
+// after j.
+template <class S, bool kMask>
+__device__ inline int seen_rank(const BackwardParams& p, const Sequence& seq, const RowMask& rm, int i, int j) {
+  constexpr int kBr = S::kBr, kBc = S::kBc;
+  const int end = kMask ? key_blocks<kBr, kBc>(i * kBr, rm).end
+                        : key_blocks<kBr, kBc>(i * kBr, seq.sq, seq.sk, p.window_left, p.window_right).end;
+  return end - 1 - j;
+}
 __device__ __forceinline__ int load_acquire(const int* p) {
   int v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
@@ -31,7 +43,7 @@ __device__ __forceinline__ void add_release(int* p, int v) {
 template <class S, typename T, bool kDeterministic, bool kMask>
 __device__ void write_dq(BwdSmem<S, T>& sm, const BackwardParams& p, const BwdScratch& sc, const Sequence& seq,
                          const BwdWalk<S::kBr, S::kBc>& walk, const RowMask& rm, int j, int b) {
-  constexpr int kBr = S::kBr, kBc = S::kBc;
+  constexpr int kBr = S::kBr;
   const bool leader = threadIdx.x % 32 == 0;
   const int64_t first = block_start<kBr>(p, b);
   if (walk.steps > 0) named_arrive(kDqEmpty, kDqThreads);
@@ -42,9 +54,7 @@ __device__ void write_dq(BwdSmem<S, T>& sm, const BackwardParams& p, const BwdSc
     if (leader) {
       if constexpr (kDeterministic) {
         // This K/V block's place among those Q block i sees (the forward's key_blocks of that block).
-        const int first_j = kMask ? key_blocks<kBr, kBc>(i * kBr, rm).begin
-                                  : key_blocks<kBr, kBc>(i * kBr, seq.sq, seq.sk, p.window_left, p.window_right).begin;
-        const int rank = j - first_j;
+        const int rank = seen_rank<S, kMask>(p, seq, rm, i, j);
         while (load_acquire(sc.sem + block) != rank) {
         }
         fence_async_global();
@@ -63,6 +73,37 @@ __device__ void write_dq(BwdSmem<S, T>& sm, const BackwardParams& p, const BwdSc
     if (t + 1 < walk.steps) named_arrive(kDqEmpty, kDqThreads);
   }
   if (leader) bulk_wait<0>();  // every reduction complete before the CTA's shared memory goes away
+}
+
+// d = 256, deterministic: the consumers add their dQ by atomics from registers (bwd_consumer_split.cuh),
+// each into its own columns, so each has its semaphore a Q block and its turn keeper, warp 1 + w of
+// warpgroup 0, which does what would otherwise stall the consumer: it waits for the turn (the K/V blocks
+// after this one have added theirs into the block), lets the warpgroup in (kDqTurn + w), waits until its
+// atomics are issued (kDqAdded + w; the consumers arrive and go on) and raises the count with a release,
+// which the barrier orders after the warpgroup's atomics (PTX's causality order is cumulative through
+// bar.arrive / bar.sync; CUTLASS's GenericBarrier relies on the same). The release waits for the atomics
+// to land: when the consumers raised the count themselves, every step stalled on that (0.65-0.75x of the
+// atomic backward, H100). (A turn for each half of the consumer's columns, so that the step's dV and dK
+// GEMMs, which the consumers wait for between the halves, were outside the turns: 0.81-0.90x of one turn
+// a step, H100: the keeper, one warp, then released and waited twice a step, one after the other.)
+template <class S, bool kMask>
+__device__ void keep_dq_turns(const BackwardParams& p, const BwdScratch& sc, const Sequence& seq,
+                              const BwdWalk<S::kBr, S::kBc>& walk, const RowMask& rm, int j, int b, int w) {
+  const bool leader = threadIdx.x % 32 == 0;
+  const int64_t first = block_start<S::kBr>(p, b);
+  for (int t = 0; t < walk.steps; ++t) {
+    const int i = walk.block(t);
+    int* sem = sc.sem + (int64_t(walk.head(t)) * sc.blocks + first + i) * S::kSems + w;
+    if (leader) {
+      const int rank = seen_rank<S, kMask>(p, seq, rm, i, j);
+      while (load_acquire(sem) != rank) {
+      }
+    }
+    __syncwarp();
+    named_arrive(kDqTurn + w, kTurnThreads);
+    named_sync(kDqAdded + w, kTurnThreads);
+    if (leader) add_release(sem, 1);
+  }
 }
 
 }  // namespace flashlab::gpu::fa3

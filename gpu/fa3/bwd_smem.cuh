@@ -71,9 +71,11 @@ using BwdSmemOf = std::conditional_t<S::kSplitD, BwdSplitSmem<S, T>, BwdSmem<S, 
 // refilling it. (A barrier rather than an mbarrier: the consumers read LSE2 and D with ordinary loads, and
 // the sanitizer's race check follows bar.sync, not an mbarrier's arrive.)
 constexpr int kDsFull = 1, kDqFull = 2, kDqEmpty = 3, kStageEmpty = 4;  // kStageEmpty + s, s < kStages
-constexpr int kEpilogue = 6;  // kEpilogue + w: consumer w's own warpgroup (128 threads): its dK / dV tile; at
-                              // d = 256 also its deterministic turn (bwd_consumer_split.cuh)
+constexpr int kEpilogue = 6;  // kEpilogue + w: consumer w's own warpgroup (128 threads): its dK / dV tile
 constexpr int kTraded = 8;    // d = 256: both consumers' halves of a step's P^T and dS^T written (256 threads)
+// d = 256, deterministic: consumer w's turn to add into a Q block (kDqTurn + w: its turn keeper arrives, the
+// warpgroup syncs) and its atomics issued (kDqAdded + w: the warpgroup arrives, the keeper syncs); 128 + 32.
+constexpr int kDqTurn = 9, kDqAdded = 11, kTurnThreads = 128 + 32;
 constexpr int kDqThreads = 256 + 32, kStageThreads = 256 + 32;
 
 // The scratch (fa3_backward_scratch_bytes): per query head, each batch entry's rows padded to whole Q
@@ -120,12 +122,10 @@ __device__ inline DqPlace dq_place(int f) {
 // and for each the Q blocks [i_begin, i_begin + n) whose rows see any of the block's keys (sequence.cuh
 // rows_seeing: the window rule's closed form, or with kMask rows_seeing_by_warp's 32-ary searches of a
 // mask function's row intervals, so every thread of the CTA constructs it), step t at head
-// g group + t / n, Q block i_begin + t % n; deterministic, from the last (i_begin + n - 1 - t % n:
-// bwd_dq_writer.cuh says why).
+// g group + t / n, Q block i_begin + t % n (deterministic too: bwd_dq_writer.cuh says why).
 template <int kBr, int kBc>
 struct BwdWalk {
   int i_begin = 0, n = 0, head0 = 0, steps = 0;
-  bool from_last = false;
   template <bool kMask>
   __device__ BwdWalk(const BackwardParams& p, const Sequence& s, int j, int g, const RowMask& rm,
                      std::bool_constant<kMask>) {
@@ -136,10 +136,9 @@ struct BwdWalk {
     n = rows.hi > rows.lo ? (rows.hi + kBr - 1) / kBr - i_begin : 0;
     head0 = g * group;
     steps = group * n;
-    from_last = p.deterministic;
   }
   __device__ int head(int t) const { return head0 + t / n; }
-  __device__ int block(int t) const { return from_last ? i_begin + n - 1 - t % n : i_begin + t % n; }
+  __device__ int block(int t) const { return i_begin + t % n; }
 };
 
 }  // namespace flashlab::gpu::fa3

@@ -26,7 +26,8 @@
 //                 through shared memory; each adds its dQ into the scratch by atomics.
 //     dQ writer   bwd_dq_writer.cuh, warpgroup 0's second warp: each step's dQ from shared memory into the
 //                 scratch by one bulk reduction (deterministic: after the K/V blocks before it); not at
-//                 d = 256, where a step's fp32 dQ (64 KiB) does not fit beside two stages of Q and dO.
+//                 d = 256, where a step's fp32 dQ (64 KiB) does not fit beside two stages of Q and dO;
+//                 there, deterministic, warps 1 and 2 keep the consumers' turns (keep_dq_turns).
 //   convert     a CTA a Q block: the scratch's dQ (the consumers' accumulator order) times the scale -> dq.
 //
 // Tile shape: shapes.hpp's fa3_backward_shape (`flashlab shapes --algo fa3 --pass bwd`).
@@ -94,6 +95,16 @@
 //       process, both orders, forward + backward (ab-h100-2026-11-27-fa3-uniform-warpgroup*.csv): d = 256
 //       +1.3-4.8%, d <= 128 0.99-1.02x. Sweep (gpu-h100-2026-11-27-fa3-v15-uniform.csv): d = 64 0.91-1.07x
 //       cuDNN, d = 128 0.88-1.00x, d = 256 0.97-1.11x, 1.38-1.77x fa2.
+//   v11 the deterministic order (2026-11-27, eleventh session): a Q block's dQ summed from its last K/V block
+//       down, the grid launching a head's K/V blocks from the last and every walk from its first, so that
+//       under a causal mask K/V block j + 1 reaches each Q block a step before j (a pipeline, where walks
+//       from the last and turns in the order of j made the CTAs of a head a chain); at d = 256 each
+//       consumer's turn kept by its own warp of warpgroup 0 (bwd_dq_writer.cuh keep_dq_turns), so the
+//       release's wait for the atomics to land no longer stalls the consumers. Deterministic against atomic
+//       in one process (gpu-h100-2026-11-27-fa3-bwd-deterministic-v11.csv): d = 64 0.89-1.14x (was
+//       0.83-1.18x), d = 128 0.93-1.11x (0.89-1.12x), d = 256 0.78-0.90x (0.65-0.74x): at d = 256 under 0.85
+//       without a mask at s = 1k-4k (0.78, 0.80, 0.84), where all of a head's walks start at the first Q block
+//       and the chain remains, and causal at 16k (0.83).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -177,7 +188,8 @@ __global__ void __launch_bounds__(S::kThreads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // sm_90a only: other targets compile an empty kernel, never launched
   extern __shared__ unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<BwdSmemOf<S, T>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const int j = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+  // Deterministic: a head's K/V blocks launched from the last, the order of their turns (bwd_dq_writer.cuh).
+  const int j = kDeterministic ? gridDim.x - 1 - blockIdx.x : blockIdx.x, g = blockIdx.y, b = blockIdx.z;
   const Sequence seq = sequence_of(p, b);
   if (j * S::kBc >= seq.sk) return;  // varlen: a K/V block past this entry's keys (the whole CTA leaves)
   const RowMask rm = row_mask<kMask>(p, seq, b);  // kMask: a mask function's row intervals; else the window
@@ -198,8 +210,11 @@ __global__ void __launch_bounds__(S::kThreads, 1)
     regs_dealloc<S::kProducerRegs>();
     const int warp = threadIdx.x / 32;
     if (warp == 0) produce_bwd<S, T>(sm, p, sc, seq, walk, j, g, b, &map_q, &map_k, &map_v, &map_do);
-    if constexpr (!S::kSplitD)  // d = 256: the consumers add their dQ by atomics, no writer
+    if constexpr (!S::kSplitD) {
       if (warp == 1) write_dq<S, T, kDeterministic, kMask>(sm, p, sc, seq, walk, rm, j, b);
+    } else if constexpr (kDeterministic) {  // d = 256: the consumers add their dQ by atomics, no writer
+      if (warp == 1 || warp == 2) keep_dq_turns<S, kMask>(p, sc, seq, walk, rm, j, b, warp - 1);
+    }
   } else {
     regs_alloc<S::kConsumerRegs>();
     if constexpr (S::kSplitD)
@@ -325,7 +340,8 @@ size_t fa3_backward_scratch_bytes(const BackwardParams& p) {
   if (!s.supported()) return 0;
   const int64_t blocks = padded_q_blocks(p, s.block_m) * p.heads_q;
   const int64_t floats = blocks * s.block_m * (2 + s.head_dim);
-  const int sems = s.head_dim == 256 ? 2 : 1;  // BwdShape::kSems
+  constexpr TileShape split = fa3_backward_shape(256);
+  const int sems = s.head_dim == 256 ? BwdShape<256, split.block_m, split.block_n>::kSems : 1;
   return size_t(floats) * sizeof(float) + (p.deterministic ? size_t(blocks) * sems * sizeof(int) : 0);
 }
 
