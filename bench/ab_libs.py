@@ -8,7 +8,7 @@ anchors' setup (batch * seqlen = 16384 tokens, heads * head_dim = 2048) with tri
 outputs are checked against each other. Prints one line a shape and writes a CSV.
 
 Usage: python3 bench/ab_libs.py A.so B.so OUT.csv [--seqlens 1024,8192] [--hdims 64,128,256]
-                                [--passes fwd,fwd+bwd] [--kernel fa2|fa3]
+                                [--passes fwd,fwd+bwd] [--kernel fa2|fa3] [--deterministic]
 With --kernel fa3 (an H100/H200) SDPA's cuDNN backend is timed too.
 """
 import argparse
@@ -34,6 +34,7 @@ def main():
     ap.add_argument("--hdims", default="64,128,256")
     ap.add_argument("--passes", default="fwd,fwd+bwd")
     ap.add_argument("--kernel", default="fa2", choices=["fa2", "fa3"])
+    ap.add_argument("--deterministic", action="store_true", help="both libraries' deterministic backward")
     args = ap.parse_args()
     libs = {"a": load(args.a), "b": load(args.b)}  # side by side: fa2_abi.load loads RTLD_LOCAL
     rows = []
@@ -41,7 +42,7 @@ def main():
         for d in map(int, args.hdims.split(",")):
             for s in map(int, args.seqlens.split(",")):
                 for causal in (False, True):
-                    rows.append(measure(libs, pas, d, s, causal, args.kernel))
+                    rows.append(measure(libs, pas, d, s, causal, args.kernel, args.deterministic))
                     torch.cuda.empty_cache()
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -49,7 +50,7 @@ def main():
         w.writerows(rows)
 
 
-def measure(libs, pas, d, s, causal, kernel):
+def measure(libs, pas, d, s, causal, kernel, deterministic=False):
     b, h = 16384 // s, 2048 // d
     gen = torch.Generator(device="cuda").manual_seed(s + d)
     q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
@@ -58,7 +59,8 @@ def measure(libs, pas, d, s, causal, kernel):
 
     def ours(name):
         o, dq, dk, dv = outs.setdefault(name, [torch.full_like(q, float("nan")) for _ in range(4)])
-        fa2 = Fa2(torch, libs[name], q, k, v, o, lse, causal, grads=(do, dq, dk, dv), kernel=kernel.encode())
+        fa2 = Fa2(torch, libs[name], q, k, v, o, lse, causal, grads=(do, dq, dk, dv), kernel=kernel.encode(),
+                  deterministic=deterministic)
         return fa2.forward if pas == "fwd" else fa2.forward_backward
 
     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(pas != "fwd") for x in (q, k, v))
@@ -84,7 +86,7 @@ def measure(libs, pas, d, s, causal, kernel):
     tf = {name: flops / (triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median",
                                                   grad_to_none=leaves) * 1e-3) / 1e12
           for name, fn in calls.items()}
-    row = {"pass": pas, "hdim": d, "seqlen": s, "causal": int(causal), "a_tflops": tf["a"], "b_tflops": tf["b"],
+    row = {"pass": pas, "deterministic": int(deterministic), "hdim": d, "seqlen": s, "causal": int(causal), "a_tflops": tf["a"], "b_tflops": tf["b"],
            "flash_tflops": tf["flash"], "b_over_a": tf["b"] / tf["a"], "a_vs_flash": tf["a"] / tf["flash"],
            "b_vs_flash": tf["b"] / tf["flash"], "max_abs_diff_a_b": diff}
     if "cudnn" in tf:
