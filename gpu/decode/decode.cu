@@ -72,7 +72,10 @@
 //   only reads the same 33.6 MB takes 14.0 us (simulator/validation/cold_read.cu): ~3 us a kernel beyond
 //   the bytes at the copy rate. Tried and not kept: the splits merged in a thread block cluster (2..8 split
 //   CTAs a cluster, partials read through distributed shared memory, no combine kernel): correct, sanitizers
-//   clean, x0.99-1.01 (bench/results/decode-h100-2026-11-27-cluster-merge-ab.txt).
+//   clean, x0.99-1.01 (bench/results/decode-h100-2026-11-27-cluster-merge-ab.txt). The split count under
+//   the layers clock at batch 1 (8k-64k keys, 4 to 48 splits; decode-h100-2026-11-27-splits-layers-clock.txt):
+//   the heuristic's 8 is the fastest or ties with 16 everywhere (16k: 29.4 us, 75% of the copy rate; 12
+//   splits 30.8, 20 and more a second wave, 33-37): the 4 us to the pure read's 25.4 us are not the count.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
