@@ -4,26 +4,10 @@
 #include "../mma.cuh"
 #include "../prob_grad.cuh"
 #include "bwd_smem.cuh"
+#include "head_dim_gemm.cuh"
 #include "wgmma_ops.cuh"
 
 namespace flashlab::gpu::fa3 {
-
-// acc (+)= A B^T over the head dim (S^T = K Q^T, dP^T = V dO^T): A's 64 rows at shared address a and B's N rows
-// at b, both K-major in 128-byte swizzled blocks of 64 columns, a_block and b_block bytes apart; D / 16
-// k-steps of 32 bytes, a new block every four. The descriptors from one base an operand, made here, where
-// they are issued (ptx.cuh fresh): at d = 64 the main loop's 2-6 spill instructions of the deterministic and
-// mask kernels went (v5). Issue between wgmma_fence() and wgmma_commit().
-template <int N, int D, typename T>
-__device__ __forceinline__ void mma_over_head_dim(float (&acc)[N / 8][4], uint32_t a, uint32_t a_block, uint32_t b,
-                                                  uint32_t b_block) {
-  const uint64_t a0 = fresh<true>(sw128_desc(a, 16, 1024));
-  const uint64_t b0 = fresh<true>(sw128_desc(b, 16, 1024));
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    const uint32_t off = (kk % 4) * 32;  // bytes into the 128-byte swizzled row
-    mma_ss<N, T>(acc, desc_plus(a0, (kk / 4) * a_block + off), desc_plus(b0, (kk / 4) * b_block + off), kk > 0);
-  }
-}
 
 // P^T and dS^T in place (prob_grad.cuh) for a consumer's accumulators, element (n, e) in query column
 // 8 n + tc + (e & 1) of the stage's LSE2 and D rows lse2, dsum.

@@ -14,6 +14,7 @@
 #include "../mask.cuh"
 #include "../mma.cuh"
 #include "../softmax.cuh"
+#include "head_dim_gemm.cuh"
 #include "smem.cuh"
 #include "wgmma_ops.cuh"
 
@@ -66,29 +67,17 @@ struct Rows {
   }
 };
 
-// Elements a wgmma k-step reads: 32 bytes of a row (16 of a 16-bit type, 32 of FP8).
-template <typename T>
-constexpr int kKStep = 32 / int(sizeof(T));
-
 // Each GEMM's k-step descriptors from one base an operand, made where issued (ptx.cuh fresh) at d = 256,
 // where the compiler held S = Q K^T's 16 of them through the loop and the consumers spilled (20-23 spill
 // instructions in the main loop before, none after); d <= 128 had none, and keeps its code.
 template <class S>
 constexpr bool kFreshDescriptors = S::D > 128;
 
-// S = Q K^T for this warpgroup's 64 rows against K in stage s: D / kKStep wgmmas of 32 bytes of head dim
-// each, a new 128-byte row block every four.
+// S = Q K^T for this warpgroup's 64 rows against K in stage s (head_dim_gemm.cuh).
 template <class S, typename T>
 __device__ __forceinline__ void issue_qk(float (&acc_s)[S::kBc / 8][4], Smem<S, T>& sm, int wg, int s) {
-  const uint64_t a0 = fresh<kFreshDescriptors<S>>(sw128_desc(smem_u32(&sm.q[0][wg * 64][0]), 16, 1024));
-  const uint64_t b0 = fresh<kFreshDescriptors<S>>(sw128_desc(smem_u32(&sm.k[s][0][0][0]), 16, 1024));
-#pragma unroll
-  for (int kk = 0; kk < S::D / kKStep<T>; ++kk) {
-    const uint32_t off = (kk % 4) * 32;  // bytes into the 128-byte swizzled row
-    const uint64_t a = desc_plus(a0, (kk / 4) * uint32_t(sizeof(sm.q[0])) + off);
-    const uint64_t b = desc_plus(b0, (kk / 4) * uint32_t(sizeof(sm.k[0][0])) + off);
-    mma_ss<S::kBc, T>(acc_s, a, b, kk > 0);
-  }
+  mma_over_head_dim<S::kBc, S::D, T, kFreshDescriptors<S>>(acc_s, smem_u32(&sm.q[0][wg * 64][0]), sizeof(sm.q[0]),
+                                                           smem_u32(&sm.k[s][0][0][0]), sizeof(sm.k[0][0]));
   wgmma_commit();
 }
 
