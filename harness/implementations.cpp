@@ -39,21 +39,34 @@ std::vector<Implementation> build() {
       },
   });
 
-  for (tiled::Order order : {tiled::Order::fa1, tiled::Order::fa2}) {
-    const bool fa1 = order == tiled::Order::fa1;
+  struct TiledEntry {
+    const char* name;
+    const char* what;
+    tiled::Order forward, backward;
+  };
+  for (const TiledEntry& e : {
+           TiledEntry{"tiled-fa1",
+                      "tiled online softmax, FA1 order (Algorithms 1 and 4): K/V blocks outer, O/l/m and dQ round trips",
+                      tiled::Order::fa1, tiled::Order::fa1_backward},
+           TiledEntry{"tiled-fa2",
+                      "tiled online softmax, FA2 order: Q blocks outer, normalization deferred, LSE stored; FA2 backward",
+                      tiled::Order::fa2, tiled::Order::backward},
+           TiledEntry{"tiled-fa2-deterministic",
+                      "tiled-fa2 with the deterministic backward: a dK/dV pass without dQ, then a Q-outer dQ pass",
+                      tiled::Order::fa2, tiled::Order::dkdv},
+       }) {
+    const tiled::Order order = e.forward, bwd = e.backward;
     list.push_back({
-        fa1 ? "tiled-fa1" : "tiled-fa2",
-        fa1 ? "tiled online softmax, FA1 order (Algorithms 1 and 4): K/V blocks outer, O/l/m and dQ round trips"
-            : "tiled online softmax, FA2 order: Q blocks outer, normalization deferred, LSE stored; FA2 backward",
+        e.name,
+        e.what,
         true,
         false,
         [order](const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v) {
           auto r = tiled::forward(p, q, k, v, tiled::kCpuDefault, order);
           return ForwardOut{std::move(r.o), std::move(r.lse)};
         },
-        [order](const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                const Tensor& lse, const Tensor& d_o) {
-          const auto bwd = order == tiled::Order::fa1 ? tiled::Order::fa1_backward : tiled::Order::backward;
+        [bwd](const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+              const Tensor& lse, const Tensor& d_o) {
           auto r = tiled::backward(p, q, k, v, o, lse, d_o, tiled::kCpuDefault, nullptr, bwd);
           return BackwardOut{std::move(r.dq), std::move(r.dk), std::move(r.dv)};
         },

@@ -44,7 +44,7 @@ std::vector<Problem> byte_problems() {
 
 TEST_CASE("the bytes the executor's events report equal the schedule's closed-form counts") {
   for (const Problem& p : byte_problems())
-    for (Order order : {Order::fa1, Order::fa2, Order::backward, Order::fa1_backward}) {
+    for (Order order : {Order::fa1, Order::fa2, Order::backward, Order::fa1_backward, Order::dkdv}) {
       CAPTURE(p.describe());
       CAPTURE(to_string(order));
       const auto in = harness::random_inputs(p, 3);
@@ -57,13 +57,14 @@ TEST_CASE("the bytes the executor's events report equal the schedule's closed-fo
         forward(p, in.q, in.k, in.v, tiling, order, &counter);
       }
       ByteCounts expected;
-      for (int64_t b = 0; b < p.batch; ++b) {
-        const ByteCounts c = Schedule(p, b, tiling, order).closed_form();
-        for (int t = 0; t < kTensorCount; ++t) {
-          expected.load[t] += c.load[t] * p.heads_q;
-          expected.store[t] += c.store[t] * p.heads_q;
+      for (Order pass : passes_of(order))  // the deterministic backward: both of its passes
+        for (int64_t b = 0; b < p.batch; ++b) {
+          const ByteCounts c = Schedule(p, b, tiling, pass).closed_form();
+          for (int t = 0; t < kTensorCount; ++t) {
+            expected.load[t] += c.load[t] * p.heads_q;
+            expected.store[t] += c.store[t] * p.heads_q;
+          }
         }
-      }
       CHECK(counter.counts == expected);
     }
 }
@@ -191,12 +192,30 @@ TEST_CASE("observed (serial) and parallel runs give identical results") {
         CHECK(a.o.data == b.o.data);
         CHECK(a.lse.data == b.lse.data);
       }
+    // The deterministic backward (two passes; dQ summed on chip in a fixed order) observed and in parallel:
+    // the same bits, and within rounding of the atomic order's gradients.
+    const auto f = forward(p, in.q, in.k, in.v, kCpuDefault, Order::fa2);
+    ByteCounter counter;
+    const auto a = backward(p, in.q, in.k, in.v, f.o, f.lse, in.d_o, kCpuDefault, nullptr, Order::dkdv);
+    const auto b = backward(p, in.q, in.k, in.v, f.o, f.lse, in.d_o, kCpuDefault, &counter, Order::dq);
+    const auto atomic = backward(p, in.q, in.k, in.v, f.o, f.lse, in.d_o, kCpuDefault, nullptr, Order::backward);
+    CHECK(a.dq.data == b.dq.data);
+    CHECK(a.dk.data == b.dk.data);
+    CHECK(a.dv.data == b.dv.data);
+    CHECK(a.dk.data == atomic.dk.data);  // the same dK/dV walk
+    CHECK(a.dv.data == atomic.dv.data);
+    float largest = 0, off = 0;  // within a bf16 rounding of the largest element
+    for (size_t n = 0; n < a.dq.data.size(); ++n) {
+      largest = std::max(largest, std::abs(atomic.dq.data[n]));
+      off = std::max(off, std::abs(a.dq.data[n] - atomic.dq.data[n]));
+    }
+    CHECK(off <= largest / 128);
   }
 }
 
 TEST_CASE("a walk of only each line's visited steps moves every byte of the pass, an empty line's stores included") {
   for (const Problem& p : byte_problems())
-    for (Order order : {Order::fa1, Order::fa2, Order::backward, Order::fa1_backward}) {
+    for (Order order : {Order::fa1, Order::fa2, Order::backward, Order::fa1_backward, Order::dkdv, Order::dq}) {
       CAPTURE(p.describe());
       CAPTURE(to_string(order));
       const Schedule s(p, p.batch - 1, {32, 64}, order);
@@ -263,7 +282,7 @@ TEST_CASE("far jumps back land on keyframes and replay to exactly the state of a
   p.heads_kv = 1;
   const auto in = harness::random_inputs(p, 6);
   const auto fwd = forward(p, in.q, in.k, in.v, {16, 16}, Order::fa2);
-  for (Order order : {Order::fa2, Order::fa1, Order::backward, Order::fa1_backward}) {
+  for (Order order : {Order::fa2, Order::fa1, Order::backward, Order::fa1_backward, Order::dkdv, Order::dq}) {
     CAPTURE(to_string(order));
     auto make_stepper = [&] {
       return is_backward(order)
@@ -328,10 +347,10 @@ TEST_CASE("the Schedule owns traversal: step <-> tile round trips, and the lines
   tall.seqlen_q = 520;
   tall.seqlen_k = 200;
   for (const Problem& q : {p, tall})
-    for (Order o : {Order::fa1, Order::fa2, Order::backward, Order::fa1_backward}) {
+    for (Order o : {Order::fa1, Order::fa2, Order::backward, Order::fa1_backward, Order::dkdv, Order::dq}) {
       const Schedule s(q, 0, {64, 48}, o);
       CAPTURE(to_string(o));
-      CHECK(s.q_outer() == (o == Order::fa2));
+      CHECK(s.q_outer() == (o == Order::fa2 || o == Order::dq));
       CHECK(s.outer_blocks() * s.inner_blocks() == s.steps());
       for (int64_t k = 0; k < s.steps(); ++k) {
         const auto t = s.tile_of(k);

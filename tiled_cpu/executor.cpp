@@ -145,10 +145,11 @@ void HeadRun::load(const Transfer& t, Sram& s) {
         s.l = Eigen::VectorXf::Zero(t.rows);
         s.m = Eigen::VectorXf::Constant(t.rows, kNegInf);
       }
+      if (order == Order::dq) s.dQ = Tile::Zero(t.rows, p_.head_dim);  // dQ_i summed on chip
       break;
     case TensorId::K:
       gather(p_, *buf_.k, t.tensor, b_, h_, g_, t.row0, t.rows, s.K);
-      if (is_backward(order)) {  // a new K/V block starts with dK_j = dV_j = 0 on chip
+      if (is_backward(order) && order != Order::dq) {  // a new K/V block starts with dK_j = dV_j = 0 on chip
         s.dK = Tile::Zero(t.rows, p_.head_dim);
         s.dV = Tile::Zero(t.rows, p_.dv());
       }
@@ -170,10 +171,12 @@ void HeadRun::load(const Transfer& t, Sram& s) {
 void HeadRun::store(const Transfer& t, const Sram& s) {
   const bool fa2 = schedule_.order() == Order::fa2;
   const Tiling& tl = schedule_.tiling();
-  // A Q block (FA2) or K/V block (backward) every tile of which was skipped stores zeros / -inf.
-  const bool q_side = t.tensor == TensorId::O || t.tensor == TensorId::LSE;
+  // A Q block (FA2, the dQ pass) or K/V block (backward) every tile of which was skipped stores zeros / -inf.
+  const bool dq_pass = schedule_.order() == Order::dq;
+  const bool q_side = t.tensor == TensorId::O || t.tensor == TensorId::LSE || (dq_pass && t.tensor == TensorId::dQ);
   const bool kv_side = t.tensor == TensorId::dK || t.tensor == TensorId::dV;
-  const bool nothing_seen = fa2 && q_side && schedule_.kv_begin(t.row0 / tl.Br) == schedule_.kv_end(t.row0 / tl.Br);
+  const bool nothing_seen =
+      (fa2 || dq_pass) && q_side && schedule_.kv_begin(t.row0 / tl.Br) == schedule_.kv_end(t.row0 / tl.Br);
   const bool no_grad = kv_side && schedule_.q_begin(t.row0 / tl.Bc) == schedule_.q_end(t.row0 / tl.Bc);
   for (int64_t r = 0; r < t.rows; ++r) {
     const int64_t row = t.row0 + r;
@@ -193,7 +196,10 @@ void HeadRun::store(const Transfer& t, const Sram& s) {
         break;
       case TensorId::l: *dst = s.l(r); break;
       case TensorId::m: *dst = s.m(r); break;
-      case TensorId::dQ: std::copy(s.dQ.row(r).data(), s.dQ.row(r).data() + a.width, dst); break;
+      case TensorId::dQ:
+        if (nothing_seen) std::fill_n(dst, a.width, 0.0f);
+        else std::copy(s.dQ.row(r).data(), s.dQ.row(r).data() + a.width, dst);
+        break;
       case TensorId::dK:  // query heads of one kv head (GQA) add into the same dK_j
         if (!no_grad)
           for (int64_t c = 0; c < a.width; ++c) dst[c] += s.dK(r, c);
@@ -337,9 +343,13 @@ void HeadRun::backward_tile(const TileStep& st, Sram& s, Observer* obs) {
     exp_rows(P, lse_use);
     zero_masked(st, P);
   }
-  Tile Pd = P;                                                          // P o Z
-  apply_dropout(p_, b_, h_, st, Pd);
-  s.dV.noalias() += Pd.transpose() * s.dO;                              // dV_j += (P o Z)^T dO_i
+  // The deterministic backward splits the GEMMs: its dK/dV pass skips dQ, its dQ pass dV and dK.
+  const bool dq = schedule_.order() != Order::dkdv, dkdv = schedule_.order() != Order::dq;
+  if (dkdv) {
+    Tile Pd = P;                                                        // P o Z
+    apply_dropout(p_, b_, h_, st, Pd);
+    s.dV.noalias() += Pd.transpose() * s.dO;                            // dV_j += (P o Z)^T dO_i
+  }
   Tile dP = s.dO * s.V.transpose();                                     // dP_ij = (dO_i V_j^T) o Z
   if (p_.dropout_p > 0) {
     Tile Z = Tile::Ones(dP.rows(), dP.cols());
@@ -354,8 +364,8 @@ void HeadRun::backward_tile(const TileStep& st, Sram& s, Observer* obs) {
   } else {
     dS *= score.scale;
   }
-  s.dQ.noalias() += dS * s.K;                                           // dQ_i += dS_ij K_j
-  s.dK.noalias() += dS.transpose() * s.Q;                               // dK_j += dS_ij^T Q_i
+  if (dq) s.dQ.noalias() += dS * s.K;                                   // dQ_i += dS_ij K_j
+  if (dkdv) s.dK.noalias() += dS.transpose() * s.Q;                     // dK_j += dS_ij^T Q_i
   if (obs) obs->on_gradients(at, st, P, dS);
 }
 
@@ -392,16 +402,18 @@ void HeadRun::prologue(Observer* obs) {
       buf_.m[p_.lse_offset(b_, h_, i)] = kNegInf;
       std::fill_n(buf_.o.ptr() + p_.o_offset(b_, i, h_), p_.dv(), 0.0f);
     }
-  } else if (is_backward(schedule_.order())) {
-    // Backward: D_i = rowsum(dO_i o O_i) (FA1 computes it per tile instead), dQ zeroed. (Algorithm 4
-    // also zeroes dK and dV in HBM; here they start at zero and GQA's query heads add into them.)
+  } else if (is_backward(schedule_.order()) && schedule_.order() != Order::fa1_backward) {
+    // Backward: D_i = rowsum(dO_i o O_i) (FA1 computes it per tile instead), dQ's accumulator zeroed. (Algorithm 4
+    // also zeroes dK and dV in HBM; here they start at zero and GQA's query heads add into them.) The
+    // deterministic backward's dQ pass reads the D its dK/dV pass wrote; computed again here (unobserved:
+    // its schedule lists no prologue) so that the pass also runs alone, in the stepper.
     for (int64_t i = 0; i < sq; ++i) {
       const float* o = buf_.o_in->ptr() + p_.o_offset(b_, i, h_);
       const float* d_o = buf_.d_o->ptr() + p_.o_offset(b_, i, h_);
       float D = 0;
       for (int64_t c = 0; c < p_.dv(); ++c) D += o[c] * d_o[c];
       buf_.D[p_.lse_offset(b_, h_, i)] = D;
-      std::fill_n(buf_.dq.ptr() + p_.q_offset(b_, i, h_), p_.head_dim, 0.0f);
+      if (schedule_.order() == Order::backward) std::fill_n(buf_.dq.ptr() + p_.q_offset(b_, i, h_), p_.head_dim, 0.0f);
     }
   }
   if (obs)
@@ -535,26 +547,37 @@ void run_order(const Problem& p, const Tensor& q, const Tensor& k, const Tensor&
 
 BackwardResult backward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                         const Tensor& lse, const Tensor& d_o, Tiling tiling, Observer* obs, Order order) {
-  if (!is_backward(order)) throw Error("tiled::backward takes Order::backward or Order::fa1_backward");
+  if (!is_backward(order))
+    throw Error("tiled::backward takes Order::backward, Order::fa1_backward or the deterministic Order::dkdv / Order::dq");
   check_inputs(p, q, k, v);
   if (o.shape != p.o_shape() || d_o.shape != p.o_shape() || lse.shape != p.lse_shape())
     throw Error("backward needs O and dO of shape " + shape_string(p.o_shape()) + " and LSE of shape " +
                 shape_string(p.lse_shape()));
   Buffers buf = Buffers::for_backward(p, q, k, v, o, lse, d_o);
+  auto run_head = [&](int64_t b, int64_t h, Order pass, Observer* observer) {
+    HeadRun run(p, buf, b, h, tiling, pass);
+    run.prologue(observer);
+    for (int64_t s = 0; s < run.schedule().steps(); ++s) run.step(s, observer);
+    run.epilogue(observer);
+  };
   // One task per (batch, kv head): its query heads add into the same dK, dV, so they run in turn.
+  const Order kv_pass = is_deterministic(order) ? Order::dkdv : order;
   auto run_group = [&](int64_t bg, Observer* observer) {
     const int64_t b = bg / p.heads_kv, g = bg % p.heads_kv;
-    for (int64_t h = g * p.group(); h < (g + 1) * p.group(); ++h) {
-      HeadRun run(p, buf, b, h, tiling, order);
-      run.prologue(observer);
-      for (int64_t s = 0; s < run.schedule().steps(); ++s) run.step(s, observer);
-      run.epilogue(observer);
-    }
+    for (int64_t h = g * p.group(); h < (g + 1) * p.group(); ++h) run_head(b, h, kv_pass, observer);
   };
   if (obs) {
     for (int64_t bg = 0; bg < p.batch * p.heads_kv; ++bg) run_group(bg, obs);
   } else {
     parallel_for(p.batch * p.heads_kv, [&](int64_t bg) { run_group(bg, nullptr); });
+  }
+  // The deterministic backward's second pass: dQ a (batch, query head) at a time, each row written once.
+  if (is_deterministic(order)) {
+    if (obs) {
+      for (int64_t bh = 0; bh < p.batch * p.heads_q; ++bh) run_head(bh / p.heads_q, bh % p.heads_q, Order::dq, obs);
+    } else {
+      parallel_for(p.batch * p.heads_q, [&](int64_t bh) { run_head(bh / p.heads_q, bh % p.heads_q, Order::dq, nullptr); });
+    }
   }
   round_all(buf.dq, p.dtype);
   round_all(buf.dk, p.dtype);

@@ -1,12 +1,14 @@
 // The tiled executor: runs a Schedule on real data with online softmax.
 //
 //   forward(p, q, k, v, tiling, Order::fa1 | Order::fa2)  ->  O, LSE
-//   backward(p, q, k, v, o, lse, dO, tiling[, obs, order]) ->  dQ, dK, dV   (FA2 order, or FA1's Algorithm 4)
+//   backward(p, q, k, v, o, lse, dO, tiling[, obs, order]) ->  dQ, dK, dV   (FA2 order, FA1's Algorithm 4, or
+//                                                                    the deterministic pair: Order::dkdv or
+//                                                                    Order::dq runs both passes, dK/dV then dQ)
 //
 // With no observer the work is spread over all cores: FA2 forward by
 // (batch, head, Q block); FA1 forward by (batch, head), or by Q block within
 // each K/V block when there are fewer heads than cores; backward by
-// (batch, kv head). With an observer it runs serially, in schedule order, and
+// (batch, kv head) (the deterministic dQ pass by (batch, head)). With an observer it runs serially, in schedule order, and
 // reports every transfer and statistic (events.hpp). Memory stays O(N): the
 // only sq x sk-sized thing is the schedule's block ranges, O(Tr + Tc).
 //

@@ -7,8 +7,9 @@
 
 namespace flashlab::tiled {
 
-static const EnumNames<Order, 6> kOrderNames{{Order::fa1, "fa1"},           {Order::fa2, "fa2"},
+static const EnumNames<Order, 8> kOrderNames{{Order::fa1, "fa1"},           {Order::fa2, "fa2"},
                                              {Order::backward, "bwd"},       {Order::fa1_backward, "fa1-bwd"},
+                                             {Order::dkdv, "bwd-dkdv"},      {Order::dq, "bwd-dq"},
                                              {Order::backward, "backward"},  {Order::fa1_backward, "fa1_backward"}};
 
 // "backward" is how the tool has always printed the FA2 backward order; "bwd" is what users type.
@@ -101,11 +102,23 @@ const std::vector<Rule>& rules_of(Order o) {
       {T::O, false, When::every, Width::dv},  {T::dO, false, When::every, Width::dv}, {T::dQ, false, When::every, Width::d},
       {T::l, false, When::every, Width::f32}, {T::m, false, When::every, Width::f32}, {T::dQ, true, When::every, Width::d},
       {T::dK, true, When::last, Width::d},    {T::dV, true, When::last, Width::dv}};
+  static const std::vector<Rule> dkdv{  // the deterministic backward's K_j-outer pass: dK_j, dV_j, no dQ
+      {T::K, false, When::first, Width::d},       {T::V, false, When::first, Width::dv},
+      {T::Q, false, When::every, Width::d},       {T::dO, false, When::every, Width::dv},
+      {T::LSE, false, When::every, Width::f32},   {T::D, false, When::every, Width::f32},
+      {T::dK, true, When::last_visited, Width::d}, {T::dV, true, When::last_visited, Width::dv}};
+  static const std::vector<Rule> dq{  // its Q_i-outer pass: dQ_i on chip, written once in the input dtype
+      {T::Q, false, When::first, Width::d},       {T::dO, false, When::first, Width::dv},
+      {T::LSE, false, When::first, Width::f32},   {T::D, false, When::first, Width::f32},
+      {T::K, false, When::every, Width::d},       {T::V, false, When::every, Width::dv},
+      {T::dQ, true, When::last_visited, Width::d}};
   switch (o) {
     case Order::fa2: return fa2;
     case Order::fa1: return fa1;
     case Order::backward: return backward;
     case Order::fa1_backward: return fa1_backward;
+    case Order::dkdv: return dkdv;
+    case Order::dq: return dq;
   }
   return fa2;
 }
@@ -164,7 +177,12 @@ std::vector<Transfer> Schedule::prologue() const {
       return {{TensorId::dQ, true, 0, sq_, sq_ * d * e},
               {TensorId::dK, true, 0, sk_, sk_ * d * e},
               {TensorId::dV, true, 0, sk_, sk_ * dv * e}};
-    case Order::fa2: return {};
+    case Order::dkdv:  // D = rowsum(dO o O) for both passes; no accumulator to zero
+      return {{TensorId::O, false, 0, sq_, sq_ * dv * e},
+              {TensorId::dO, false, 0, sq_, sq_ * dv * e},
+              {TensorId::D, true, 0, sq_, sq_ * 4}};
+    case Order::fa2:
+    case Order::dq: return {};
   }
   return {};
 }

@@ -20,6 +20,11 @@
 //                    inner; every step reads Q_i, O_i, dO_i, dQ_i, l_i, m_i and
 //                    writes dQ_i back (in the input precision); D_i is computed
 //                    on chip from dO_i and O_i.
+//   Order::dkdv      the deterministic backward's first pass (flashlab's fa2 dkdv kernel without dQ):
+//                    K_j, V_j outer, Q_i inner, dK_j, dV_j on chip; no dQ accumulator, so no atomics.
+//   Order::dq        its second pass (fa2's dq kernel): Q_i outer as the forward, K_j, V_j inner,
+//                    S, P, dP and dS recomputed, dQ_i summed on chip over the K/V blocks in a fixed
+//                    order and written once; D and LSE read from the first pass's preprocess.
 //
 // Which tiles are skipped, full or partial is the block mask's (block_mask.hpp), computed once from the
 // mask function when the schedule is built; classify() and the block ranges read it. Under a dense mask a
@@ -41,10 +46,16 @@
 
 namespace flashlab::tiled {
 
-enum class Order { fa1, fa2, backward, fa1_backward };
+enum class Order { fa1, fa2, backward, fa1_backward, dkdv, dq };
 std::string to_string(Order order);
-Order parse_order(const std::string& name);  // "fa1" | "fa2" | "backward" (or "bwd") | "fa1-bwd"
-inline bool is_backward(Order o) { return o == Order::backward || o == Order::fa1_backward; }
+Order parse_order(const std::string& name);  // "fa1" | "fa2" | "backward" (or "bwd") | "fa1-bwd" | "bwd-dkdv" | "bwd-dq"
+inline bool is_backward(Order o) { return o != Order::fa1 && o != Order::fa2; }
+// The deterministic backward's passes (dkdv, then dq): dQ without atomics.
+inline bool is_deterministic(Order o) { return o == Order::dkdv || o == Order::dq; }
+// The passes tiled::backward runs for an order: the deterministic backward's two, else the order itself.
+inline std::vector<Order> passes_of(Order o) {
+  return is_deterministic(o) ? std::vector<Order>{Order::dkdv, Order::dq} : std::vector<Order>{o};
+}
 
 // Tensors moved between HBM and on-chip memory.
 // Knew, Vnew, Oaccum, LSEaccum: decoding's appended rows and split-KV's partial outputs (split_schedule.hpp).
@@ -101,8 +112,9 @@ class Schedule {
   const BlockMask& block_mask() const { return mask_; }
 
   // ---- traversal ----
-  // FA2's forward walks Q blocks in the outer loop; FA1 and both backward orders walk K/V blocks.
-  bool q_outer() const { return order_ == Order::fa2; }
+  // FA2's forward and the deterministic dQ pass walk Q blocks in the outer loop; FA1 and the other
+  // backward orders walk K/V blocks.
+  bool q_outer() const { return order_ == Order::fa2 || order_ == Order::dq; }
   int64_t outer_blocks() const { return q_outer() ? Tr_ : Tc_; }
   int64_t inner_blocks() const { return q_outer() ? Tc_ : Tr_; }
   int64_t step_of(int64_t i, int64_t j) const { return q_outer() ? i * Tc_ + j : j * Tr_ + i; }
@@ -119,7 +131,7 @@ class Schedule {
     return q_outer() ? Range{kv_begin(o), kv_end(o)} : Range{q_begin(o), q_end(o)};
   }
   // The inner blocks a pass runs on line o: the visible ones, except that an order which writes the
-  // line's outputs at its end (FA2's forward: O_i, LSE_i; the backward: dK_j, dV_j) still visits the last
+  // line's outputs at its end (FA2's forward: O_i, LSE_i; the backward: dK_j, dV_j; the dQ pass: dQ_i) still visits the last
   // tile of a line that sees nothing, to write zeros (and LSE = -inf).
   Range visited(int64_t o) const {
     const Range r = visible(o);
@@ -138,7 +150,7 @@ class Schedule {
   int64_t kv_rows(int64_t j) const;  // rows in K/V block j
 
   // Whole-tensor transfers before the first and after the last step
-  // (FA1: initializing O, l, m; backward: D = rowsum(dO o O), dQ = 0, dQ's conversion;
+  // (FA1: initializing O, l, m; backward: D = rowsum(dO o O), dQ = 0, dQ's conversion; dkdv: D alone;
   // FA1 backward: initializing dQ, dK, dV).
   std::vector<Transfer> prologue() const;
   std::vector<Transfer> epilogue() const;

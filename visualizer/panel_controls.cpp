@@ -16,7 +16,7 @@ using tiled::Order;
 using tiled::TileKind;
 
 namespace {
-const char* kOrders[] = {"fa1", "fa2", "bwd", "fa1-bwd"};
+const char* kOrders[] = {"fa1", "fa2", "bwd", "fa1-bwd", "bwd-dkdv", "bwd-dq"};
 const char* kDtypes[] = {"fp16", "bf16", "fp32"};
 }  // namespace
 
@@ -69,9 +69,10 @@ void ShowControls(App& app) {
   ImGui::SetNextItemWidth(120);
   if (ImGui::Combo("order", &order, kOrders, IM_ARRAYSIZE(kOrders))) e.order = kOrders[order];
   HelpMarker("fa1: K_j outer, Q_i inner (O_i re-read every step); fa2: Q_i outer (O_i stays on chip); bwd: the "
-             "FA2 backward, K_j outer with dK_j, dV_j on chip; fa1-bwd: Algorithm 4.");
+             "FA2 backward, K_j outer with dK_j, dV_j on chip; fa1-bwd: Algorithm 4; bwd-dkdv and bwd-dq: the "
+             "deterministic backward's two passes (dK_j, dV_j without dQ; then Q_i outer, dQ_i summed on chip).");
   ImGui::Checkbox("compare FA1 | FA2", &e.compare);
-  HelpMarker("Walk the other loop order of the same pass side by side, step for step.");
+  HelpMarker("Walk the other loop order of the same pass side by side, step for step (bwd-dkdv beside bwd-dq).");
   int dt = static_cast<int>(std::find(std::begin(kDtypes), std::end(kDtypes), e.dtype) - std::begin(kDtypes));
   ImGui::SetNextItemWidth(120);
   if (ImGui::Combo("dtype", &dt, kDtypes, IM_ARRAYSIZE(kDtypes))) e.dtype = kDtypes[dt];

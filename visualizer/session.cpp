@@ -76,6 +76,8 @@ Order partner(Order o) {
     case Order::fa2: return Order::fa1;
     case Order::backward: return Order::fa1_backward;
     case Order::fa1_backward: return Order::backward;
+    case Order::dkdv: return Order::dq;  // the deterministic backward's two passes
+    case Order::dq: return Order::dkdv;
   }
   return Order::fa2;
 }

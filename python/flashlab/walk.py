@@ -4,7 +4,8 @@
         ...   # {"event": "transfer" | "tile_begin" | "tile_skipped" | "row_stats", "b", "h", "order", "step", ...}
 
 With no tensors the inputs are the random ones the CLI walks (seeded by seed); pass q, k, v (and dout for
-order="bwd" or "fa1-bwd") as numpy arrays in flash_attn_func's layout to walk your own numbers."""
+a backward order: "bwd", "fa1-bwd", or the deterministic backward's "bwd-dkdv" and "bwd-dq") as numpy
+arrays in flash_attn_func's layout to walk your own numbers."""
 import json
 
 from . import _abi
