@@ -83,7 +83,7 @@ void add_estimate(CLI::App& app) {
                 impl = "upstream", l2_replacement = "random";
     std::vector<std::string> overrides;
     int64_t block_m = 0, block_n = 0;
-    bool list = false, fused_scale = false, fp8 = false;
+    bool list = false, fused_scale = false, fp8 = false, deterministic = false;
   };
   auto opts = std::make_shared<Opts>();
   opts->flags.dtype = "bf16";
@@ -116,6 +116,9 @@ void add_estimate(CLI::App& app) {
   cmd->add_flag("--fused-scale", opts->fused_scale, "standard: scale folded into the GEMM (no separate pass over S)");
   cmd->add_flag("--fp8", opts->fp8, "fa3 (--impl flashlab, --pass fwd): flashlab's FP8 forward, e4m3 Q, K, V and bf16 O "
                 "at the FP8 tensor rate, its V transpose included (GPUs with wgmma and FP8 tensor cores)");
+  cmd->add_flag("--deterministic", opts->deterministic,
+                "the backward with dQ summed in a fixed order, no atomics (--impl flashlab: fa2's dK/dV and dQ kernels, "
+                "fa3's dQ turns); `all` leaves fa1 out");
   cmd->add_flag("--list-gpus", opts->list, "list the GPU presets and exit");
   cmd->add_option("--plot", opts->plot, "also write an SVG: the roofline with a point per algorithm and the "
                                         "speedup-vs-seqlen curve");
@@ -150,8 +153,13 @@ void add_estimate(CLI::App& app) {
     sim::leave_out_unbuilt(algos, opts->algo, options.impl, pass != Pass::fwd, opts->flags.hdim, &note);
     options.l2_replacement = opts->l2_replacement == "lru" ? sim::Replacement::lru : sim::Replacement::random;
     options.fp8 = opts->fp8;
-    for (sim::Algo a : algos)
+    options.deterministic = opts->deterministic;
+    if (opts->deterministic && opts->algo == "all" && std::erase(algos, sim::Algo::fa1) > 0)
+      note += std::string(note.empty() ? "" : "; ") + "fa1 left out: --deterministic models flashlab's fa2 and fa3";
+    for (sim::Algo a : algos) {
       if (const std::string why = sim::fp8_unavailable(gpu, a, pass, options); !why.empty()) throw Error(why);
+      if (const std::string why = sim::deterministic_unavailable(gpu, a, pass, options); !why.empty()) throw Error(why);
+    }
     std::vector<sim::Estimate> all;
     const auto seqlens = parse_seqlens(opts->seqlen);
     std::vector<sim::KernelTimeline> timeline;

@@ -59,7 +59,16 @@ void apply_override(json& j, const std::string& assignment) {
   } catch (const std::exception&) {
     throw Error("--set " + path + ": '" + raw + "' is not a number");
   }
+  // The optional single numbers a preset may lack (parse() reads them if present) can be given here.
+  static const char* const kOptional[] = {"dram_latency_s",          "l2_latency_s",
+                                          "barrier_round_trip_s",    "sm_l2_read_bytes_per_s",
+                                          "sm_dram_read_bytes_per_s", "fp8_convert_pairs_per_s",
+                                          "hbm_copy_fraction"};
   json* at = walk(j, path);
+  if (!at && std::find(std::begin(kOptional), std::end(kOptional), path) != std::end(kOptional)) {
+    j[path] = json{{"value", value}, {"source", "override: --set " + assignment}};
+    return;
+  }
   if (!at) throw Error("--set: the preset has no field '" + path + "'");
   if (!at->is_object() || !at->contains("value")) throw Error("--set: '" + path + "' is not a numeric field");
   (*at)["value"] = value;
@@ -99,6 +108,9 @@ GpuSpec parse(const json& j, const std::string& file) {
   g.kernel_launch_s = number(j, "kernel_launch_s", file);
   // Optional: measured on few GPUs (simulator/validation/microbench.cu); without it no per-CTA latency.
   if (j.contains("dram_latency_s")) g.dram_latency_s = number(j, "dram_latency_s", file);
+  // Optional: measured on the H100 (microbench.cu); without it a deterministic backward's turns (flashlab's
+  // fa3) cannot be modelled, and estimate() says so.
+  if (j.contains("l2_latency_s")) g.l2_latency_s = number(j, "l2_latency_s", file);
   // Optional: measured on the H100 (microbench.cu); without it exchanges between warps cost nothing.
   if (j.contains("barrier_round_trip_s")) g.barrier_round_trip_s = number(j, "barrier_round_trip_s", file);
   // Optional: measured on the H100 (sm_read.cu); without them a starting CTA waits only the round trip.

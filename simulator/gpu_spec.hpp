@@ -27,6 +27,7 @@ struct GpuSpec {
   double mma_sync_fraction = 0, wgmma_fraction = 0;       // of the tensor peak, per instruction path
   double fp32_flops = 0, exp_per_s = 0, kernel_launch_s = 0;
   double dram_latency_s = 0;                              // optional: 0 when the preset has none
+  double l2_latency_s = 0;                                // optional: one dependent L2 hit; 0 when unmeasured
   double barrier_round_trip_s = 0;                        // optional: one shared-memory exchange between warps
   // Optional: the rate one SM reads at while the other SMs do not compete (sm_read.cu); 0 when unmeasured.
   double sm_l2_read_bytes_per_s = 0, sm_dram_read_bytes_per_s = 0;

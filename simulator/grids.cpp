@@ -167,8 +167,10 @@ std::vector<std::array<int64_t, 3>> dealt(const Deal& deal, int64_t lines, int64
 class ForwardGrid final : public CtaGrid {
  public:
   ForwardGrid(const Problem& p, const std::vector<Schedule>& s, ElementTime t, TileOrder order, bool reverse,
-              double section, double input_bytes, const Deal& deal)
+              double section, double input_bytes, const Deal& deal, LineBytes line)
       : base_(p, s, t), reverse_(reverse), e_in_(input_bytes > 0 ? input_bytes : base_.e) {
+    in_row_ = line.in > 0 ? line.in : double(p.head_dim) * e_in_;             // Q_i
+    out_row_ = line.out > 0 ? line.out : double(p.dv()) * base_.e + 4.0;      // O_i and its LSE
     G_ = chunk_for(base_.tiles(), 1);
     chunks_ = ceil_div(base_.Tc_max, G_);
     const int64_t H = p.heads_q, B = p.batch;
@@ -227,7 +229,7 @@ class ForwardGrid final : public CtaGrid {
     const Band& band = base_.bands_at(tl.b).of_q[tl.x];
     const int64_t rows = s.q_rows(tl.x), d = base_.p.head_dim, dv = base_.p.dv();
     const uint32_t q_key = kv_keys_ + uint32_t((int64_t(tl.b) * base_.p.heads_q + tl.h) * base_.Tr_max + tl.x);
-    if (k == 0) out.accesses.push_back({q_key, double(rows * d) * e_in_, AccessKind::load});
+    if (k == 0) out.accesses.push_back({q_key, double(rows) * in_row_, AccessKind::load});
     if (band.b1 > band.b0) {
       const auto [c0, x0, x1] = chunk_at(band, tl.walk, k, G_, reverse_);
       const uint32_t kv_key = uint32_t((int64_t(tl.b) * base_.p.heads_kv + base_.kv_head(tl.h)) * chunks_ + c0);
@@ -235,14 +237,15 @@ class ForwardGrid final : public CtaGrid {
       out.accesses.push_back({kv_key, double(kv * (d + dv)) * e_in_, AccessKind::load});
       base_.charge(out, line_elements(band, x0, x1, rows, [&](int64_t a, int64_t b) { return kv_span(s, a, b); }));
     }
-    if (k + 1 == segments(c))  // O_i and its LSE
-      out.accesses.push_back({q_key + q_keys_, double(rows * dv) * base_.e + 4.0 * double(rows), AccessKind::store});
+    if (k + 1 == segments(c))  // O_i and its LSE (the dq kernel: dQ_i)
+      out.accesses.push_back({q_key + q_keys_, double(rows) * out_row_, AccessKind::store});
   }
 
  private:
   Base base_;
   bool reverse_;
   double e_in_;  // bytes an element of Q, K, V
+  double in_row_ = 0, out_row_ = 0;  // bytes a row of the CTA's own block: loaded first, stored last
   std::vector<Tile> tiles_;
   int64_t G_ = 1, chunks_ = 1;
   uint32_t kv_keys_ = 0, q_keys_ = 0;
@@ -252,8 +255,8 @@ class ForwardGrid final : public CtaGrid {
 class BackwardGrid final : public CtaGrid {
  public:
   BackwardGrid(const Problem& p, const std::vector<Schedule>& s, ElementTime t, bool reverse, BackwardOrder order,
-               const Deal& deal)
-      : base_(p, s, t), reverse_(reverse) {
+               const Deal& deal, DqSum dq)
+      : base_(p, s, t), reverse_(reverse), dq_(dq) {
     G_ = chunk_for(base_.tiles(), 1);
     chunks_ = ceil_div(base_.Tr_max, G_);
     q_keys_ = uint32_t(p.batch * p.heads_q * chunks_);
@@ -270,14 +273,19 @@ class BackwardGrid final : public CtaGrid {
     } else {
       // gpu/fa3/fa3_bwd.cu's grid is (K/V block, kv head, batch): blockIdx.x fastest; a CTA's `h` is its kv
       // head's first query head, and it walks the group's heads in turn (bwd_smem.cuh BwdWalk).
+      // In turns (deterministic), blockIdx.x takes a head's K/V blocks from the last.
       heads_per_cta_ = p.group();
       for (int64_t b = 0; b < p.batch; ++b)
         for (int64_t g = 0; g < p.heads_kv; ++g)
-          for (int64_t j = 0; j < base_.at(b).Tc(); ++j)
+          for (int64_t x = 0; x < base_.at(b).Tc(); ++x) {
+            const int64_t j = dq == DqSum::turns ? base_.at(b).Tc() - 1 - x : x;
             tiles_.push_back({int32_t(b), int32_t(g * p.group()), int32_t(j)});
+          }
     }
     for (Tile& tl : tiles_) tl.walk = walk_of(base_.bands_at(tl.b).of_kv[tl.x], G_, reverse_);
+    if (dq == DqSum::turns) rank_turns();
   }
+  uint32_t turn_lines() const override { return dq_ == DqSum::turns ? q_keys_ : 0; }
   int64_t ctas() const override { return int64_t(tiles_.size()); }
   uint32_t keys() const override { return 2 * q_keys_ + 2 * kv_keys_; }
   int64_t head(int64_t c) const override { return int64_t(tiles_[c].b) * base_.p.heads_q + tiles_[c].h; }
@@ -301,18 +309,39 @@ class BackwardGrid final : public CtaGrid {
       const double rows = double(computed_span(band, x0, x1, [&](int64_t a, int64_t b) { return q_span(s, a, b); }));
       const uint32_t q_key = uint32_t(bh * chunks_ + c0);
       out.accesses.push_back({q_key, rows * (double(d + dv) * base_.e + 8.0), AccessKind::load});  // Q, dO, LSE, D
-      out.accesses.push_back({q_key + q_keys_, rows * double(d) * 4.0, AccessKind::update});       // dQ += dS K
+      if (dq_ != DqSum::none)                                                                     // dQ += dS K
+        out.accesses.push_back({q_key + q_keys_, rows * double(d) * 4.0, AccessKind::update});
+      if (dq_ == DqSum::turns)  // the turn line is the dQ chunk's (batch, query head, chunk)
+        out.turn = {q_key, ranks_[base_.sch.size() == 1 ? 0 : tl.b][c0 * base_.at(tl.b).Tc() + tl.x]};
       base_.charge(out, line_elements(band, x0, x1, cols, [&](int64_t a, int64_t b) { return q_span(s, a, b); }));
     }
     if (k + 1 == segments(c)) out.accesses.push_back({kv_out, double(cols * (d + dv)) * base_.e, AccessKind::store});
   }
 
  private:
+  // A turn's rank on its line: how many K/V blocks after j (launched before it) walk the same chunk of Q
+  // blocks; per schedule, chunk-major (ranks_[s][c * Tc + j]).
+  void rank_turns() {
+    for (size_t si = 0; si < base_.sch.size(); ++si) {
+      const Schedule& s = base_.sch[si];
+      const int64_t Tc = s.Tc(), chunks = ceil_div(s.Tr(), G_);
+      std::vector<uint32_t> ranks(size_t(chunks * Tc)), seen(static_cast<size_t>(chunks));
+      for (int64_t j = Tc - 1; j >= 0; --j) {
+        const Walk w = walk_of(base_.bands[si].of_kv[j], G_, reverse_);
+        if (w.chunks == 0) continue;
+        const int64_t lo = reverse_ ? w.first - w.chunks + 1 : w.first;
+        for (int64_t c = lo; c < lo + w.chunks; ++c) ranks[size_t(c * Tc + j)] = seen[size_t(c)]++;
+      }
+      ranks_.push_back(std::move(ranks));
+    }
+  }
   Base base_;
   bool reverse_;
+  DqSum dq_;
   std::vector<Tile> tiles_;
   int64_t G_ = 1, chunks_ = 1, heads_per_cta_ = 1;
   uint32_t q_keys_ = 0, kv_keys_ = 0;
+  std::vector<std::vector<uint32_t>> ranks_;
 };
 
 // ---- FlashAttention-1: one CTA per (batch, head, split) -------------------------------------------
@@ -409,12 +438,12 @@ class Fa1Grid final : public CtaGrid {
 
 std::unique_ptr<CtaGrid> forward_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t,
                                       TileOrder order, bool reverse, double l2_section_bytes, double input_bytes,
-                                      const Deal& deal) {
-  return std::make_unique<ForwardGrid>(p, s, t, order, reverse, l2_section_bytes, input_bytes, deal);
+                                      const Deal& deal, LineBytes line) {
+  return std::make_unique<ForwardGrid>(p, s, t, order, reverse, l2_section_bytes, input_bytes, deal, line);
 }
 std::unique_ptr<CtaGrid> backward_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t,
-                                       bool reverse, BackwardOrder order, const Deal& deal) {
-  return std::make_unique<BackwardGrid>(p, s, t, reverse, order, deal);
+                                       bool reverse, BackwardOrder order, const Deal& deal, DqSum dq) {
+  return std::make_unique<BackwardGrid>(p, s, t, reverse, order, deal, dq);
 }
 std::unique_ptr<CtaGrid> fa1_grid(const Problem& p, const std::vector<tiled::Schedule>& s, ElementTime t,
                                   int64_t splits, bool backward) {

@@ -51,22 +51,39 @@ struct Deal {
   int sections = 0;
 };
 
+// What a Q-outer CTA loads of its own block at its start and stores at its end, in bytes a row (0: the
+// forward's: Q_i in; O_i and its LSE out). The deterministic backward's dq kernel (tiled::Order::dq): Q_i,
+// dO_i, LSE_i and D_i in; dQ_i out, in the input dtype.
+struct LineBytes {
+  double in = 0, out = 0;
+};
+
 // reverse: the CTA walks its band from the last block to the first (FA2's and FA3's forward start at the
 // diagonal, where the mask is; FA2's backward walks its Q blocks from the last), else from the first.
 // input_bytes: bytes an element of Q, K and V (0: the problem's dtype; 1: the FP8 forward's e4m3, O staying
 // in the dtype's 2 bytes).
 std::unique_ptr<CtaGrid> forward_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules,
                                       ElementTime t, TileOrder order, bool reverse, double l2_section_bytes,
-                                      double input_bytes = 0, const Deal& deal = {});
+                                      double input_bytes = 0, const Deal& deal = {}, LineBytes line = {});
 // How the backward's K/V blocks are handed to CTAs.
 enum class BackwardOrder {
   fa2,           // FA2's grid (K/V block, batch, head): a CTA per query head, blockIdx.x fastest
   flashlab_fa3,  // gpu/fa3/fa3_bwd.cu: grid (K/V block, kv head, batch); a CTA per kv head walks every query
                  // head of its group (dK, dV summed inside the CTA), for each its Q blocks from the first
 };
+// How a backward kernel sums dQ:
+//   atomics  FA2, FA3: every CTA adds into a Q block's fp32 rows as it goes, in no fixed order.
+//   none     flashlab's fa2 deterministic dkdv kernel: no dQ here (its dq kernel, a Q-outer grid
+//            over tiled::Order::dq, writes it).
+//   turns    flashlab's fa3 deterministic: a Q block's dQ is added by the K/V blocks that see it from the last
+//            down, each after the one before it released the rows (gpu/fa3/bwd_dq_writer.cuh); the grid
+//            launches a head's K/V blocks from the last (fa3_bwd.cu), so a CTA waits only on CTAs launched
+//            before it. Each segment carries its Turn (replay.hpp); a turn line is a (batch, query head,
+//            chunk of Q blocks).
+enum class DqSum { atomics, none, turns };
 std::unique_ptr<CtaGrid> backward_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules,
                                        ElementTime t, bool reverse, BackwardOrder order = BackwardOrder::fa2,
-                                       const Deal& deal = {});
+                                       const Deal& deal = {}, DqSum dq = DqSum::atomics);
 // splits: CTAs per (batch, head), each a contiguous range of Q blocks.
 std::unique_ptr<CtaGrid> fa1_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules, ElementTime t,
                                   int64_t splits, bool backward);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "flashlab/enum_names.hpp"
 #include "flashlab/error.hpp"
@@ -30,7 +31,8 @@ constexpr int kGemmStepsInFlight = 2;
 //            pack (F2FP packs two) = 3.5, plus the O rescale (dv per row per K/V block, below);
 //   backward: P = exp(S - LSE) scale (FFMA), dS = P o (dP - D) (FADD, FMUL), two half packs = 4;
 //   a tile on the mask's edge adds the index compare and select, 3.
-constexpr double kSoftmaxOps = 3.5, kBackwardOps = 4.0, kMaskOps = 3.0;
+//   the deterministic dQ kernel: the scale, the two of dS, one half pack (dS alone: P feeds no GEMM) = 3.5;
+constexpr double kSoftmaxOps = 3.5, kBackwardOps = 4.0, kDqKernelOps = 3.5, kMaskOps = 3.0;
 // FA1 rescales O_i by l_i e^(m_i - m_new) / l_new and adds e^(m~ - m_new) P V at every K/V block
 // (Algorithm 1 line 12): FMUL, FFMA, FMUL by the reciprocal, and the conversion of the O it read: 4.
 constexpr double kFa1RescaleOps = 4.0;
@@ -73,7 +75,7 @@ double exposed_latency_s(const GpuSpec& g, const Phases& p) {
 // one exp. The backward (a tile): five GEMMs, one exp (P from the stored LSE, no reduction); FA1's adds the
 // row sum D_i = rowsum(dO_i o O_i) it computes on chip at every step.
 constexpr Phases kFa1ForwardStep{2, 2, 1}, kFa2ForwardTile{2, 1, 1}, kFa2BackwardTile{5, 0, 1},
-    kFa1BackwardTile{5, 1, 1};
+    kFa1BackwardTile{5, 1, 1}, kDkdvTile{4, 0, 1}, kDqTile{3, 0, 1};
 
 // FA3's forward and cuDNN's double-buffer K and V through TMA.
 constexpr double kFa3Stages = 2;
@@ -81,12 +83,40 @@ constexpr double kFa3Stages = 2;
 constexpr double kFa3Threads = 384;
 
 // Shared-memory bytes a warp grid reads for one GEMM C[M x N] += A[M x K] B[K x N] with Wm x Wn warps
-// each computing an (M / Wm) x (N / Wn) block: every warp reads its rows of A and its columns of B.
-double gemm_operand_bytes(double M, double N, double K, double Wm, double Wn, double e) {
-  return e * K * (M * Wn + N * Wm);
+// each computing an (M / Wm) x (N / Wn) block: every warp reads its rows of A and its columns of B; an A
+// already in registers (a previous GEMM's result, as dS for the dq kernel's dQ = dS K) is not read.
+double gemm_operand_bytes(double M, double N, double K, double Wm, double Wn, double e, bool a_in_registers = false) {
+  return e * K * ((a_in_registers ? 0.0 : M * Wn) + N * Wm);
+}
+
+// A backward kernel's GEMMs for a Br x Bc tile: C[M x N] += A[M x K] B[K x N] on Wm x Wn warps.
+struct Gemm {
+  double M, N, K, Wm, Wn;
+  bool a_in_registers = false;
+};
+std::vector<Gemm> backward_gemms(BackwardKernel part, double Br, double Bc, double d, double dv) {
+  switch (part) {
+    case BackwardKernel::all:  // FA2's 8 warps: 2 x 4 for S, dP and dQ, 4 x 2 for dV and dK
+      return {{Br, Bc, d, 2, 4}, {Br, Bc, dv, 2, 4}, {Bc, dv, Br, 4, 2}, {Bc, d, Br, 4, 2}, {Br, d, Bc, 2, 4}};
+    case BackwardKernel::dkdv:  // the same kernel without dQ's GEMM
+      return {{Br, Bc, d, 2, 4}, {Br, Bc, dv, 2, 4}, {Bc, dv, Br, 4, 2}, {Bc, d, Br, 4, 2}};
+    case BackwardKernel::dq:  // 4 warps of 16 query rows (gpu/fa2_bwd.cu dq_kernel); dS stays in registers
+      return {{Br, Bc, d, 4, 1}, {Br, Bc, dv, 4, 1}, {Br, d, Bc, 4, 1, true}};
+  }
+  return {};
 }
 
 }  // namespace
+
+double flops_per_element(double d, double dv, bool backward, BackwardKernel part) {
+  if (!backward) return 2.0 * (d + dv);
+  switch (part) {
+    case BackwardKernel::all: return 2.0 * (3.0 * d + 2.0 * dv);  // S, dP, dV, dK, dQ
+    case BackwardKernel::dkdv: return 2.0 * (2.0 * d + 2.0 * dv);  // S, dP, dV, dK
+    case BackwardKernel::dq: return 2.0 * (2.0 * d + dv);          // S, dP, dQ
+  }
+  return 0;
+}
 
 static const EnumNames<Impl, 3> kImplNames{{Impl::upstream, "upstream"}, {Impl::flashlab, "flashlab"}, {Impl::cudnn, "cudnn"}};
 
@@ -114,11 +144,11 @@ int64_t fa1_splits(double batch_heads, double sms, double ctas_per_sm) {
 }
 
 KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool backward, int64_t block_m,
-                         int64_t block_n, bool fp8) {
+                         int64_t block_n, bool fp8, BackwardKernel part) {
   const int64_t d = std::max(p.head_dim, p.dv()), e = bytes_per_element(p.dtype);
   KernelShape s;
   double stages = 1;
-  gpu::TileShape flashlab_bwd;  // set for flashlab's fa3 backward
+  gpu::TileShape flashlab_bwd;  // the launcher's shape: flashlab's fa3 backward and FP8 forward, fa2's dq kernel
   switch (algo) {
     case Algo::fa1:
       // Algorithm 1: Bc = ceil(M / 4d), Br = min(Bc, d), M the on-chip SRAM of one SM in elements.
@@ -132,14 +162,21 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
       // above (where the O accumulator alone fills half its registers), so its warps follow Br.
       s.tiling = backward ? tiled::Tiling{64, d <= 128 ? 128 : 64} : tiled::Tiling{128, d <= 64 ? 128 : 64};
       if (impl == Impl::flashlab) {  // flashlab's own kernels: gpu/shapes.hpp, as their launchers pick them
-        const gpu::TileShape k = backward ? gpu::fa2_backward_shape(int(d), int(g.smem_per_block_bytes))
-                                          : gpu::fa2_forward_shape(int(d));
+        const gpu::TileShape k = part == BackwardKernel::dq ? gpu::fa2_backward_dq_shape(int(d))
+                                 : backward ? gpu::fa2_backward_shape(int(d), int(g.smem_per_block_bytes))
+                                            : gpu::fa2_forward_shape(int(d));
         if (k.supported()) s.tiling = tiled::Tiling{k.block_m, k.block_n};
+        if (part == BackwardKernel::dq) {  // its launcher's shared memory and its 4 warps
+          if (!k.supported()) throw Error(std::string("fa2's deterministic dQ kernel: ") + k.why);
+          flashlab_bwd = k;
+        }
       }
       if (!backward && block_m > 0) s.tiling.Br = block_m;
       if (!backward && block_n > 0) s.tiling.Bc = block_n;
       // (flashlab's shapes.hpp gives the same warps: 4 for its forward tiles, 8 for its backward.)
-      if (backward) s.exchanges_per_tile = impl == Impl::flashlab ? kFlashlabBackwardExchanges : kFa2BackwardExchanges;
+      // (The dq kernel's warps own their query rows: nothing handed between them but the K/V stages.)
+      if (backward && part != BackwardKernel::dq)
+        s.exchanges_per_tile = impl == Impl::flashlab ? kFlashlabBackwardExchanges : kFa2BackwardExchanges;
       s.threads = backward ? 256 : 32.0 * std::max<int64_t>(1, s.tiling.Br / (d <= 128 ? 32 : 16));
       break;
     case Algo::fa3: {
@@ -196,7 +233,7 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
 }
 
 ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const KernelShape& shape,
-                         bool fp8) {
+                         bool fp8, BackwardKernel part) {
   ElementCost c;
   const double sms = g.sm_count, e = bytes_per_element(p.dtype);
   const double d = double(p.head_dim), dv = double(p.dv());
@@ -212,22 +249,18 @@ ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool bac
 
   if (backward) {
     // Five GEMMs per tile: S = Q K^T, dP = dO V^T (Br x Bc), dV += P^T dO, dK += dS^T Q (Bc x d), dQ = dS K
-    // (Br x d). FA2's 8 warps are laid out 2 x 4 for S, dP and dQ and 4 x 2 for dV and dK; each GEMM
-    // overlaps its ldmatrix reads with its MMAs (two k-steps in flight), one after the other.
+    // (Br x d); the deterministic fa2's kernels split them (backward_gemms). Each GEMM overlaps its
+    // ldmatrix reads with its MMAs (two k-steps in flight), one after the other.
     // FA3 takes its operands from shared memory inside wgmma: only the tensor time.
-    struct Gemm {
-      double M, N, K, Wm, Wn;
-    };
-    const Gemm gemms[] = {{Br, Bc, d, 2, 4}, {Br, Bc, dv, 2, 4}, {Bc, dv, Br, 4, 2}, {Bc, d, Br, 4, 2}, {Br, d, Bc, 2, 4}};
     double tensor_phase = 0;
-    for (const Gemm& m : gemms) {
+    for (const Gemm& m : backward_gemms(part, Br, Bc, d, dv)) {
       const double t = 2.0 * m.M * m.N * m.K / (Br * Bc) / tensor_per_sm;
       c.tensor += t;
       if (algo == Algo::fa3) {
         tensor_phase += t;
         continue;
       }
-      const double s = gemm_operand_bytes(m.M, m.N, m.K, m.Wm, m.Wn, e) / (Br * Bc) / smem_per_sm;
+      const double s = gemm_operand_bytes(m.M, m.N, m.K, m.Wm, m.Wn, e, m.a_in_registers) / (Br * Bc) / smem_per_sm;
       c.smem += s;
       tensor_phase += overlap(t, s, kGemmStepsInFlight);
     }
@@ -235,9 +268,10 @@ ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool bac
     // flashlab's fa3 backward keeps P^T in registers (the dV GEMM's A operand) and writes dS^T (e bytes an
     // element, for the dQ GEMM) and the step's fp32 dQ (Br x d floats, d 4 / Bc bytes an element, for the
     // dQ writer's bulk reduction) from its consumers' registers, between its GEMMs.
+    // The deterministic dq kernel writes neither: dS is its dQ GEMM's A operand, in registers.
     const double p_ds_writes = shape.consumers_meet_each_tile ? (e + 4.0 * d / Bc) / smem_per_sm
-                               : algo == Algo::fa3            ? 0.0
-                                                              : 2.0 * e / smem_per_sm;
+                               : algo == Algo::fa3 || part == BackwardKernel::dq ? 0.0
+                                                                                 : 2.0 * e / smem_per_sm;
     c.smem += p_ds_writes;
     // A CTA alone on its SM (as FA2's is at d <= 128: 8 warps and 255 registers a thread) waits out, with no
     // other CTA to run meanwhile, its exchanges between warps (FA1: every 16 rows; FA2: three hand-offs
@@ -247,9 +281,13 @@ ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool bac
     if (algo != Algo::fa3 && shape.ctas_per_sm == 1) {
       c.wait = algo == Algo::fa1 ? kFa1Exchanges * g.barrier_round_trip_s / (kFa1StepRows * Bc)
                                  : shape.exchanges_per_tile * g.barrier_round_trip_s / (Br * Bc);
-      c.wait += exposed_latency_s(g, algo == Algo::fa1 ? kFa1BackwardTile : kFa2BackwardTile) / (Br * Bc);
+      const Phases tile = algo == Algo::fa1                ? kFa1BackwardTile
+                          : part == BackwardKernel::dkdv ? kDkdvTile
+                          : part == BackwardKernel::dq   ? kDqTile
+                                                         : kFa2BackwardTile;
+      c.wait += exposed_latency_s(g, tile) / (Br * Bc);
     }
-    c.fp32_ops = kBackwardOps;
+    c.fp32_ops = part == BackwardKernel::dq ? kDqKernelOps : kBackwardOps;
     c.fp32 = c.fp32_ops / fp32_per_sm;
     // FA3's two consumer warpgroups ping-pong (one's softmax under the other's GEMMs); flashlab's meet every
     // step at kDsFull, so they cross a step's phases together: one stream, as FA2's warps.

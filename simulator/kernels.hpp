@@ -36,6 +36,13 @@ enum class Impl { upstream, flashlab, cudnn };
 std::string to_string(Impl impl);
 Impl parse_impl(const std::string& name);  // upstream | flashlab | cudnn
 
+// Which kernel of a backward: FA2's and FA3's one kernel of five GEMMs a tile (dQ by atomics, or by
+// flashlab's fa3 in turns), or the two of flashlab's fa2 deterministic backward (gpu/fa2_bwd.cu): dkdv
+// without dQ (four GEMMs: S, dP, dV, dK) and dq, Q outer (three: S, dP, dQ; tiled::Order::dkdv and dq).
+enum class BackwardKernel { all, dkdv, dq };
+// Matmul FLOPs an element of S costs in a pass: forward 2 (d + dv); the backward's kernels by their GEMMs.
+double flops_per_element(double d, double dv, bool backward, BackwardKernel part = BackwardKernel::all);
+
 struct KernelShape {
   tiled::Tiling tiling;
   double threads = 128;
@@ -61,10 +68,11 @@ struct ElementCost {
 // instructions do not exist on it (fa3 without wgmma).
 // impl flashlab: fa2's forward takes gpu/shapes.hpp's fa2_forward_shape, the shape its launcher instantiates.
 // fp8: flashlab's FP8 forward (gpu/shapes.hpp fa3_fp8_forward_shape; e4m3 operands at the FP8 tensor rate).
+// part: dkdv and dq are flashlab's fa2 deterministic kernels (impl flashlab, algo fa2 only).
 KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool backward, int64_t block_m,
-                         int64_t block_n, bool fp8 = false);
+                         int64_t block_n, bool fp8 = false, BackwardKernel part = BackwardKernel::all);
 ElementCost element_cost(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const KernelShape& shape,
-                         bool fp8 = false);
+                         bool fp8 = false, BackwardKernel part = BackwardKernel::all);
 
 // FA3 needs wgmma and TMA (Hopper): presets without a wgmma path cannot run it. Empty when it can,
 // else the reason.

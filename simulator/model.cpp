@@ -106,8 +106,10 @@ struct FirstLoads {
   double own = 0, streamed = 0;
 };
 
-FirstLoads first_loads(const KernelShape& shape, Algo algo, bool backward, double d, double dv, double e) {
+FirstLoads first_loads(const KernelShape& shape, Algo algo, bool backward, double d, double dv, double e,
+                       BackwardKernel part) {
   const double br = double(shape.tiling.Br), bc = double(shape.tiling.Bc);
+  if (part == BackwardKernel::dq) return {br * (d + dv) * e, bc * (d + dv) * e};  // Q_i and dO_i; K_0 and V_0
   if (backward || algo == Algo::fa1) return {bc * (d + dv) * e, br * (d + dv) * e};
   return {br * d * e, bc * (d + dv) * e};
 }
@@ -134,24 +136,25 @@ StartWaits start_waits(const GpuSpec& g, const FirstLoads& f, double ctas, doubl
   return w;
 }
 
-Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const Options& o) {
-  // flashlab's own kernels are an fa2 and an fa3 (forward and backward), cuDNN's an fa3; the other
-  // algorithms run their upstream kernels.
-  const Impl impl = (o.impl == Impl::flashlab && (algo == Algo::fa2 || algo == Algo::fa3)) ||
-                            (o.impl == Impl::cudnn && algo == Algo::fa3)
-                        ? o.impl
-                        : Impl::upstream;
+// One fused kernel: its shape, its CTAs replayed, its counts and times. `part` picks flashlab's fa2
+// deterministic kernels (dkdv, dq); `dq` how the backward sums dQ (grids.hpp DqSum).
+Cost fused_kernel(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool backward, const Options& o,
+                  BackwardKernel part = BackwardKernel::all, DqSum dq = DqSum::atomics) {
   const bool fp8 = o.fp8 && algo == Algo::fa3 && !backward;  // estimate() refused it anywhere else
-  KernelShape shape = kernel_shape(p, g, algo, impl, backward, o.block_m, o.block_n, fp8);
+  KernelShape shape = kernel_shape(p, g, algo, impl, backward, o.block_m, o.block_n, fp8, part);
   if (impl == Impl::cudnn) shape.persistent = false;
   const bool reverse = impl == Impl::upstream;
   // flashlab's fa3 (gpu/fa3/scheduler.cuh) hands its dealt tiles out as CTAs ask, fa2's grid is dealt
-  // in blockIdx order as slots free: either way how the replay dispatches a grid's tiles.
+  // in blockIdx order as slots free: either way how the replay dispatches a grid's tiles. The
+  // deterministic dq kernel takes its Q blocks in blockIdx order, undealt.
   const bool flashlab_fa3 = impl == Impl::flashlab && algo == Algo::fa3;
-  const Deal deal = impl == Impl::flashlab ? flashlab_deal(p, g, algo, backward, shape.tiling) : Deal{};
-  const ElementCost unit = element_cost(p, g, algo, backward, shape, fp8);
-  const Order order = algo == Algo::fa1 ? (backward ? Order::fa1_backward : Order::fa1)
-                                        : (backward ? Order::backward : Order::fa2);
+  const bool dq_kernel = part == BackwardKernel::dq;
+  const Deal deal = impl == Impl::flashlab && !dq_kernel ? flashlab_deal(p, g, algo, backward, shape.tiling) : Deal{};
+  const ElementCost unit = element_cost(p, g, algo, backward, shape, fp8, part);
+  const Order order = algo == Algo::fa1              ? (backward ? Order::fa1_backward : Order::fa1)
+                      : part == BackwardKernel::dkdv ? Order::dkdv
+                      : dq_kernel                    ? Order::dq
+                                                     : (backward ? Order::backward : Order::fa2);
   const double e = bytes_per_element(p.dtype), d = double(p.head_dim), dv = double(p.dv());
   const double e_in = fp8 ? 1.0 : e;  // bytes an element of Q, K, V (FP8: e4m3; O stays in 2 bytes)
   Cost c;
@@ -179,13 +182,16 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   if (algo == Algo::fa1) splits = fa1_splits(double(p.batch * p.heads_q), g.sm_count, shape.ctas_per_sm);
   c.l2_bytes += double(splits - 1) * kv_bytes;
   const ElementTime per{unit.full, unit.partial};
+  // The dq kernel is Q-outer, as a forward: Q_i, dO_i, LSE_i, D_i in, dQ_i out in the input dtype.
   const std::unique_ptr<CtaGrid> grid =
       algo == Algo::fa1 ? fa1_grid(p, schedules, per, splits, backward)
-      : backward        ? backward_grid(p, schedules, per, reverse,
-                                            flashlab_fa3 ? BackwardOrder::flashlab_fa3 : BackwardOrder::fa2, deal)
-                        : forward_grid(p, schedules, per,
-                                       shape.persistent && !flashlab_fa3 ? TileOrder::fa3 : TileOrder::fa2, reverse,
-                                       kFa3SectionBytes, e_in, deal);
+      : dq_kernel ? forward_grid(p, schedules, per, TileOrder::fa2, false, kFa3SectionBytes, e, Deal{},
+                                 LineBytes{(d + dv) * e + 8.0, d * e})
+      : backward  ? backward_grid(p, schedules, per, reverse,
+                                  flashlab_fa3 ? BackwardOrder::flashlab_fa3 : BackwardOrder::fa2, deal,
+                                  part == BackwardKernel::dkdv ? DqSum::none : dq)
+                  : forward_grid(p, schedules, per, shape.persistent && !flashlab_fa3 ? TileOrder::fa3 : TileOrder::fa2,
+                                 reverse, kFa3SectionBytes, e_in, deal);
   const double ctas = double(grid->ctas());
   // A grid smaller than the resident capacity is spread over the SMs first: CTAs share an SM only as far
   // as their number requires, and the slots of one SM share its units.
@@ -201,8 +207,8 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   // nothing (the other CTAs on the SM go on at their shared rate), then their bytes (first_loads_wait). A
   // CTA alone on its SM also waits for its last stores to drain: another round trip. A persistent kernel's
   // producer warp loads the next tile during this one: only the first wave waits.
-  const StartWaits waits = start_waits(g, first_loads(shape, algo, backward, d, dv, e_in), ctas, double(setup.slots),
-                                       ctas / (double(p.batch) * double(p.heads_q)));
+  const StartWaits waits = start_waits(g, first_loads(shape, algo, backward, d, dv, e_in, part), ctas,
+                                       double(setup.slots), ctas / (double(p.batch) * double(p.heads_q)));
   const double drain = sharing == 1 ? g.dram_latency_s : 0.0;
   // CTAs that start together share the chip for their first loads (replay.hpp, bursts; the first wave is
   // the first burst), each waiting at least its own round trip and bytes (cta_start_s).
@@ -212,16 +218,28 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
     setup.l2_bytes_per_s = g.l2_bandwidth;
     setup.latency_s = g.dram_latency_s;
   }
+  // Turns: a CTA's poll sees its predecessor's release one L2 round trip after it lands, then its own dQ rows
+  // for the step (Br x d floats) go to L2 at the SM's share of the L2's bandwidth (every SM streams through
+  // it: sm_read.cu measured 57.9 GB/s an SM so, the chip's rate over its SMs; reductions are not measured
+  // apart), and L2 acknowledges them, another round trip, before its release is written.
+  if (dq == DqSum::turns) {
+    setup.turn_latency_s = g.l2_latency_s;
+    setup.turn_tail_s = double(shape.tiling.Br) * d * 4.0 / (g.l2_bandwidth / g.sm_count);
+  }
   KernelTimeline* tl = nullptr;
   if (o.timeline) {
-    o.timeline->push_back({to_string(algo) + (backward ? " backward" : " forward"), setup.slots, setup.sms, 0, {}});
+    const char* what = part == BackwardKernel::dkdv ? " backward (dK, dV)"
+                       : dq_kernel                  ? " backward (dQ)"
+                       : backward                   ? " backward"
+                                                    : " forward";
+    o.timeline->push_back({to_string(algo) + what, setup.slots, setup.sms, 0, {}});
     tl = &o.timeline->back();
   }
   const ReplayResult r = replay(*grid, setup, tl ? &tl->ctas : nullptr, backward ? nullptr : o.residency);
   if (tl) tl->seconds = r.makespan_s;
 
   const double heads_elements = r.elements;
-  c.flops = heads_elements * 2.0 * (backward ? 3.0 * d + 2.0 * dv : d + dv);
+  c.flops = heads_elements * flops_per_element(d, dv, backward, part);
   c.exp_ops = heads_elements;
   c.other_flops = heads_elements * unit.fp32_ops + r.partial_elements * unit.mask_ops;
   c.hbm_read_bytes = r.dram_read;
@@ -243,7 +261,35 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   c.t_launch = g.kernel_launch_s;
   // A persistent kernel's first wave waits for its first loads like any other (the replay charged none).
   const double first_wave = shape.persistent ? waits.first_wave : 0.0;
-  c.time_s = std::max({r.makespan_s + first_wave, c.t_hbm, c.t_l2}) + c.t_launch;
+  // The bandwidth bounds assume every slot streams all along; a slot waiting for its dQ turn streams
+  // nothing, so where a bandwidth binds it is reached that much later: by the average slot's wait.
+  const double turn_wait = r.turn_wait_s / double(setup.slots);
+  c.time_s = std::max({r.makespan_s + first_wave, c.t_hbm + turn_wait, c.t_l2 + turn_wait}) + c.t_launch;
+  return c;
+}
+
+Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, const Options& o) {
+  // flashlab's own kernels are an fa2 and an fa3 (forward and backward), cuDNN's an fa3; the other
+  // algorithms run their upstream kernels.
+  const Impl impl = (o.impl == Impl::flashlab && (algo == Algo::fa2 || algo == Algo::fa3)) ||
+                            (o.impl == Impl::cudnn && algo == Algo::fa3)
+                        ? o.impl
+                        : Impl::upstream;
+  const bool fp8 = o.fp8 && algo == Algo::fa3 && !backward;  // estimate() refused it anywhere else
+  const bool deterministic = o.deterministic && backward;    // estimate() refused it where it is not modelled
+  const double e = bytes_per_element(p.dtype), d = double(p.head_dim), dv = double(p.dv());
+  const double rows = double(p.total_q()) * double(p.heads_q);
+  // flashlab's fa2 deterministic backward: preprocess, dkdv without dQ, then the Q-outer dq kernel, which
+  // writes dQ itself (no accumulator to zero or convert).
+  if (deterministic && algo == Algo::fa2) {
+    Cost c = fused_kernel(p, g, algo, impl, true, o, BackwardKernel::dkdv);
+    c += fused_kernel(p, g, algo, impl, true, o, BackwardKernel::dq);
+    // gpu/fa2_bwd.cu's preprocess reads O, dO and LSE and writes D and LSE in log2 units (8 bytes a row).
+    c += streaming_kernel(g, rows * (2 * dv * e + 4.0), rows * 8.0);
+    return c;
+  }
+  Cost c = fused_kernel(p, g, algo, impl, backward, o, BackwardKernel::all,
+                        deterministic ? DqSum::turns : DqSum::atomics);
 
   if (fp8) {
     // gpu/fa3/fa3_fwd.cu's fp8_transpose_v before the kernel: V read once, V^T (keys rounded up to 32)
@@ -254,10 +300,9 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   if (backward && algo != Algo::fa1) {
     // FA2/FA3: preprocess (reads O, dO; writes D; zeroes dQ's fp32 accumulator) and the conversion of the
     // accumulator to dQ in the input precision.
-    const double rows = double(p.total_q()) * double(p.heads_q);
-    if (flashlab_fa3) {
-      // gpu/fa3/fa3_bwd.cu's preprocess also reads LSE (4 bytes a row) and writes LSE log2 e beside D into
-      // its scratch (8 bytes a row), and zeroes the dQ scratch (Br x D floats a Q block, 4 d bytes a row).
+    if (impl == Impl::flashlab) {
+      // gpu/fa3/fa3_bwd.cu's and gpu/fa2_bwd.cu's preprocess also read LSE (4 bytes a row) and write LSE
+      // log2 e beside D into the scratch (8 bytes a row), and zero the dQ scratch (4 d bytes a row).
       c += streaming_kernel(g, rows * (2 * dv * e + 4.0), rows * (8.0 + 4.0 * d));
     } else {
       c += streaming_kernel(g, rows * 2 * dv * e, rows * (4.0 + 4.0 * d));
@@ -296,9 +341,23 @@ std::string fp8_unavailable(const GpuSpec& g, Algo algo, Pass pass, const Option
   return "";
 }
 
+std::string deterministic_unavailable(const GpuSpec& g, Algo algo, Pass pass, const Options& o) {
+  if (!o.deterministic || algo == Algo::standard || algo == Algo::math) return "";
+  if (!has_bwd(pass)) return "--deterministic is a backward's (dQ summed without atomics): use --pass bwd or fwd+bwd";
+  if (o.impl != Impl::flashlab || (algo != Algo::fa2 && algo != Algo::fa3))
+    return "--deterministic models flashlab's deterministic backward (fa2: gpu/fa2_bwd.cu's Q-outer dq kernel; fa3: "
+           "gpu/fa3/'s dQ added in turns): use --impl flashlab with --algo fa2 or fa3";
+  if (algo == Algo::fa3 && g.l2_latency_s <= 0)
+    return "--deterministic --algo fa3: flashlab's fa3 hands each Q block's dQ from CTA to CTA through L2, and " +
+           g.display_name + "'s preset has no l2_latency_s to time the hand-over (measure it with "
+           "simulator/validation/microbench.cu, or give one with --set l2_latency_s=SECONDS)";
+  return "";
+}
+
 Estimate estimate(const Problem& p, const GpuSpec& g, Algo algo, Pass pass, const Options& o) {
   p.validate();
   if (const std::string why = fp8_unavailable(g, algo, pass, o); !why.empty()) throw Error(why);
+  if (const std::string why = deterministic_unavailable(g, algo, pass, o); !why.empty()) throw Error(why);
   Estimate e;
   for (bool backward : {false, true}) {
     if (backward ? !has_bwd(pass) : !has_fwd(pass)) continue;

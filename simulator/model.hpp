@@ -64,9 +64,16 @@ struct Options {
   // with FP8 tensor cores and wgmma): Q, K, V in e4m3 (1 byte), O in bf16, the FP8 tensor rate, P~'s
   // conversion to e4m3, and the V transpose kernel before it. estimate() refuses it anywhere else.
   bool fp8 = false;
+  // flashlab's deterministic backward (dQ summed in a fixed order, no atomics): fa2's two kernels (dK/dV
+  // without dQ, then the Q-outer dq kernel: tiled::Order::dkdv and dq), fa3's one kernel with each Q block's
+  // dQ added in turns from its last K/V block down (grids.hpp DqSum::turns). standard and math are
+  // deterministic as they are; estimate() refuses it for the other algorithms and kernels.
+  bool deterministic = false;
 };
 // "" when `o.fp8` can be modelled for this algorithm, pass and GPU, else why not.
 std::string fp8_unavailable(const GpuSpec& g, Algo algo, Pass pass, const Options& o);
+// "" when `o.deterministic` can be modelled (or changes nothing: standard, math), else why not.
+std::string deterministic_unavailable(const GpuSpec& g, Algo algo, Pass pass, const Options& o);
 
 Estimate estimate(const Problem& p, const GpuSpec& gpu, Algo algo, Pass pass, const Options& options = {});
 // All of `algos` for one problem, with speedup_vs_standard filled in.

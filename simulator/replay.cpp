@@ -4,6 +4,7 @@
 #include <cstring>
 #include <utility>
 
+#include "flashlab/error.hpp"
 #include "l2_cache.hpp"
 
 namespace flashlab::sim {
@@ -68,6 +69,7 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
   struct Member {
     int64_t slot;
     double t, seconds, dram, l2;  // dram, l2: the burst's bytes once this CTA's are in
+    Turn turn;                    // its first segment's, taken when the burst closes
   };
   std::vector<Member> burst;
   double burst_t0 = 0, burst_dram = 0, burst_l2 = 0;
@@ -78,17 +80,66 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
   auto burst_end = [&] { return through(burst_dram, burst_l2); };
   // Served in the order the CTAs joined, those that joined at the same time together (a wave that starts
   // together finishes together): a CTA computes once its bytes and those sent with or before it are through.
+  // Turns (a deterministic backward's dQ): per line, the rank whose turn it is and when the last rank
+  // released. A segment's loads and compute run when they would; only its end waits for its turn. A segment
+  // that ends before its predecessor on the line has even been replayed is parked with the end it would
+  // have, and finished when that predecessor releases.
+  struct Line {
+    uint32_t next_rank = 0;
+    double released = 0;
+  };
+  struct Parked {
+    uint32_t rank;
+    int64_t slot;
+    double end;
+  };
+  std::vector<Line> lines(grid.turn_lines());
+  std::vector<std::vector<Parked>> parked(lines.size());
+  int64_t parked_count = 0;
+  auto finish = [&](const Turn& turn, double end, int64_t s) {
+    if (turn.line == Turn::kNone) {
+      pending.push({end, s});
+      return;
+    }
+    Line& line = lines[turn.line];
+    if (turn.rank != line.next_rank) {  // its predecessor is still to come
+      parked[turn.line].push_back({turn.rank, s, end});
+      ++parked_count;
+      return;
+    }
+    for (;;) {  // this turn, then every parked successor it frees
+      if (line.next_rank > 0) {
+        const double ready = line.released + setup.turn_latency_s + setup.turn_tail_s;
+        if (ready > end) r.turn_wait_s += ready - end, end = ready;
+      }
+      ++line.next_rank;
+      line.released = end + setup.turn_latency_s;
+      pending.push({end, s});
+      auto& waiting = parked[turn.line];
+      const auto next = std::find_if(waiting.begin(), waiting.end(),
+                                     [&](const Parked& w) { return w.rank == line.next_rank; });
+      if (next == waiting.end()) return;
+      s = next->slot;
+      end = next->end;
+      waiting.erase(next);
+      --parked_count;
+    }
+  };
   auto close_burst = [&] {
     for (size_t i = burst.size(); i-- > 1;)
       if (burst[i - 1].t == burst[i].t) {
         burst[i - 1].dram = burst[i].dram;
         burst[i - 1].l2 = burst[i].l2;
       }
-    for (const Member& m : burst)
-      pending.push({std::max(m.t + setup.cta_start_s, through(m.dram, m.l2)) + m.seconds, m.slot});
+    for (const Member& m : burst) finish(m.turn, std::max(m.t + setup.cta_start_s, through(m.dram, m.l2)) + m.seconds, m.slot);
     burst.clear();
   };
-  while (!pending.empty()) {
+  for (;;) {
+    if (pending.empty()) {  // every slot idle or parked: the burst in flight closes (and may wake some)
+      if (burst.empty()) break;
+      close_burst();
+      continue;
+    }
     auto [t, s] = pending.top();
     if (!burst.empty() && t >= burst_end()) {  // the burst's loads are through before this event
       close_burst();
@@ -126,6 +177,7 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
     const double dram_before = first ? l2.dram_read() + l2.dram_write() : 0.0;
     seg.accesses.clear();
     seg.seconds = seg.elements = seg.partial_elements = 0;
+    seg.turn = Turn{};
     if (!probed.empty() && grid.head(sl.cta) == probe->head) {
       Residency::Step st{grid.block(sl.cta), sl.next, grid.segment_chunk(sl.cta, sl.next),
                          std::vector<bool>(probed.size())};
@@ -152,12 +204,15 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
     r.partial_elements += seg.partial_elements;
     if (first) {  // joins the burst: computes once the burst's bytes are through
       burst_dram += l2.dram_read() + l2.dram_write() - dram_before;
-      burst.push_back({s, t, seg.seconds * setup.time_scale, burst_dram, burst_l2});
+      burst.push_back({s, t, seg.seconds * setup.time_scale, burst_dram, burst_l2, seg.turn});
       if (pending.empty()) close_burst();
       continue;
     }
-    pending.push({t + seg.seconds * setup.time_scale, s});
+    finish(seg.turn, t + seg.seconds * setup.time_scale, s);
   }
+  if (parked_count > 0)
+    throw Error("replay: " + std::to_string(parked_count) + " segments wait on a turn that never comes (the grid's "
+                "order of turns does not follow its launch order)");
   l2.flush();
   r.dram_read = l2.dram_read();
   r.dram_write = l2.dram_write();

@@ -33,11 +33,19 @@ struct Access {
   AccessKind kind;
 };
 
+// A deterministic backward's turn (grids.hpp DqSum::turns): the segment adds into the dQ rows of turn line
+// `line` after the segments of ranks 0 .. rank - 1 on that line have released them.
+struct Turn {
+  static constexpr uint32_t kNone = ~uint32_t{0};
+  uint32_t line = kNone, rank = 0;
+};
+
 struct Segment {
   double seconds = 0;             // compute after the accesses
   double elements = 0;            // elements of S it computes
   double partial_elements = 0;    // of those, in tiles on the mask's edge
   std::vector<Access> accesses;   // issued at the segment's start
+  Turn turn;                      // none unless the grid sums dQ in turns
 };
 
 class CtaGrid {
@@ -54,6 +62,7 @@ class CtaGrid {
   virtual int64_t segment_chunk(int64_t cta, int64_t k) const { return -1; }
   virtual int64_t chunk_blocks() const { return 1; }         // blocks per chunk (the coarsening, grids.hpp)
   virtual int64_t block(int64_t cta) const { return -1; }    // the CTA's own block (forward: its Q block)
+  virtual uint32_t turn_lines() const { return 0; }          // lines of turns its segments carry (0: none)
 };
 
 // A budget of segments per replay that keeps one estimate in milliseconds.
@@ -74,6 +83,10 @@ struct ReplaySetup {
   double dram_bytes_per_s = 0, l2_bytes_per_s = 0, latency_s = 0;
   Replacement replacement = Replacement::random;
   double time_scale = 1;          // segment seconds are per SM; the CTAs sharing an SM each run this much slower
+  // Turns (a grid with turn_lines()): a segment whose predecessor on its line released at time r ends no
+  // earlier than r + turn_latency_s (its poll sees the release) + turn_tail_s (its own dQ rows leave the SM),
+  // and releases turn_latency_s after it ends (L2 acknowledges those rows before the release is written).
+  double turn_latency_s = 0, turn_tail_s = 0;
 };
 
 // One CTA as it ran, for `flashlab estimate --timeline`.
@@ -89,6 +102,7 @@ struct ReplayResult {
   double l2_loaded = 0, l2_hits = 0;      // bytes of the replayed accesses, and those that hit
   double elements = 0, partial_elements = 0;
   int64_t segments = 0;
+  double turn_wait_s = 0;                 // summed over segments: how much later turns made them end
 };
 
 // What the L2 held of one (batch, head)'s K/V as its CTAs advanced: for each of its CTAs in launch order

@@ -178,14 +178,15 @@ Within rows_within(const std::string& file, const std::string& preset) {
     const Problem p = measured_problem(r);
     const std::string backend = r.f.at("backend");
     const bool fp8 = backend == "flashlab_fa3_fp8";  // gpu/fa3/'s FP8 forward: e4m3 in, its V transpose
-    const Algo algo = backend == "cudnn" || backend == "flashlab_fa3" || fp8 ? Algo::fa3
-                      : backend == "math"                                  ? Algo::math
-                                                                           : Algo::fa2;
+    const bool det = backend.ends_with("_det");       // the deterministic backward (dQ without atomics)
+    const bool fa3 = backend == "flashlab_fa3" || backend == "flashlab_fa3_det" || fp8;
+    const Algo algo = backend == "cudnn" || fa3 ? Algo::fa3 : backend == "math" ? Algo::math : Algo::fa2;
     Options o;
     o.fp8 = fp8;
+    o.deterministic = det;
     if (backend == "cudnn") o.impl = Impl::cudnn;
-    if (backend == "flashlab_fa3" || fp8) o.impl = Impl::flashlab;  // gpu/fa3/'s kernels, tiles from gpu/shapes.hpp
-    if (backend == "flashlab_fa2") {
+    if (fa3 || backend == "flashlab_fa2_det") o.impl = Impl::flashlab;  // tiles from gpu/shapes.hpp
+    if (backend == "flashlab_fa2") {  // (the forward's tile flags; a backward takes its own from shapes.hpp)
       o.impl = Impl::flashlab;  // gpu/fa2_fwd.cu's tiles on this GPU
       o.block_m = p.head_dim <= 128 ? 128 : 64;
       o.block_n = p.head_dim <= 64 && preset == "h100-sxm" ? 128 : 64;
@@ -427,4 +428,102 @@ TEST_CASE("replay: a wave of equal CTAs waits for all its first loads together (
   setup.slots = 4;
   setup.dram_bytes_per_s = setup.l2_bytes_per_s = 0;
   CHECK(replay(two_waves, setup).makespan_s * 1e6 == doctest::Approx(20));
+}
+
+// flashlab's deterministic backward against ncu rows of all four backward kernels, measured in one session
+// (H100, 2026-11-27, measure_flashlab.py --pass bwd [--deterministic]): fa2's (preprocess, dkdv without dQ,
+// the Q-outer dq kernel) and fa3's (dQ added in turns), beside the atomic kernels of the same session. No
+// row chose anything; the checks guard the level measured (simulator/README.md, "The deterministic backward").
+TEST_CASE("predictions against every measured kernel: the deterministic backward and its atomic twin (H100)") {
+  const Within fa2_det = rows_within("flashlab-fa2-det-bwd-h100-2026-11-27.csv", "h100-sxm");
+  CHECK(fa2_det.rows == 30);
+  CHECK(fa2_det.time_ok >= 30);
+  CHECK(fa2_det.bytes_ok >= 29);
+  const Within fa3_det = rows_within("flashlab-fa3-det-bwd-h100-2026-11-27.csv", "h100-sxm");
+  CHECK(fa3_det.rows == 30);
+  CHECK(fa3_det.time_ok >= 26);
+  CHECK(fa3_det.bytes_ok >= 9);
+  const Within fa2 = rows_within("flashlab-fa2-bwd-h100-2026-11-27.csv", "h100-sxm");
+  CHECK(fa2.rows == 30);
+  CHECK(fa2.time_ok >= 22);
+  CHECK(fa2.bytes_ok >= 18);
+  const Within fa3 = rows_within("flashlab-fa3-bwd-h100-2026-11-27-v11.csv", "h100-sxm");
+  CHECK(fa3.rows == 30);
+  CHECK(fa3.time_ok >= 30);
+  CHECK(fa3.bytes_ok >= 17);
+}
+
+TEST_CASE("the deterministic backward: fa2's two kernels recompute S and dP; fa3's turns wait; both refused elsewhere") {
+  const GpuSpec h100 = load_gpu("h100-sxm");
+  Problem p;
+  p.batch = 8;
+  p.heads_q = p.heads_kv = 8;
+  p.seqlen_q = p.seqlen_k = 2048;
+  p.head_dim = 256;
+  p.dtype = DType::bf16;
+  Options o;
+  o.impl = Impl::flashlab;
+  Options det = o;
+  det.deterministic = true;
+  // fa2: dK/dV without dQ (S, dP, dV, dK) and the dq kernel (S, dP, dQ): 2 (4 d + 3 dv) FLOPs an element of S
+  // against the atomic kernel's 2 (3 d + 2 dv), d = dv: 1.4x; no fp32 dQ scratch to zero, add into and convert.
+  const Estimate fa2 = estimate(p, h100, Algo::fa2, Pass::bwd, o), fa2_det = estimate(p, h100, Algo::fa2, Pass::bwd, det);
+  CHECK(fa2_det.flops == doctest::Approx(1.4 * fa2.flops));
+  CHECK(fa2_det.time_s > fa2.time_s);
+  CHECK(fa2_det.launches == fa2.launches);  // preprocess, dkdv, dq against preprocess, dkdv, convert
+  // fa3: the same kernel and FLOPs, dQ added in turns: without a mask every K/V block of a head reaches Q block 0
+  // at once and each waits for the one launched before it, so the turns cost time here (d = 256: 0.75x
+  // measured at s = 2k, simulator/README.md).
+  const Estimate fa3 = estimate(p, h100, Algo::fa3, Pass::bwd, o), fa3_det = estimate(p, h100, Algo::fa3, Pass::bwd, det);
+  CHECK(fa3_det.flops == fa3.flops);
+  CHECK(fa3.time_s / fa3_det.time_s < 0.95);
+  // What is not modelled is refused, saying why.
+  CHECK_THROWS_WITH_AS(estimate(p, h100, Algo::fa2, Pass::fwd, det), doctest::Contains("--pass bwd"), Error);
+  Options upstream = det;
+  upstream.impl = Impl::upstream;
+  CHECK_THROWS_WITH_AS(estimate(p, h100, Algo::fa2, Pass::bwd, upstream), doctest::Contains("--impl flashlab"), Error);
+  CHECK_THROWS_WITH_AS(estimate(p, h100, Algo::fa1, Pass::bwd, det), doctest::Contains("--impl flashlab"), Error);
+  CHECK_THROWS_WITH_AS(estimate(p, load_gpu("h200"), Algo::fa3, Pass::bwd, det), doctest::Contains("l2_latency_s"), Error);
+  CHECK_NOTHROW(estimate(p, load_gpu("h200", false, {"l2_latency_s=1.46e-7"}), Algo::fa3, Pass::bwd, det));
+  CHECK_NOTHROW(estimate(p, h100, Algo::standard, Pass::bwd, det));  // deterministic as it is
+}
+
+namespace {
+// n CTAs of `steps` segments each, segment k adding into turn line k; the CTA launched c-th takes rank
+// `ranks[c]` on every line.
+class TurnChain : public CtaGrid {
+ public:
+  TurnChain(std::vector<uint32_t> ranks, int64_t steps, double seconds)
+      : ranks_(std::move(ranks)), steps_(steps), seconds_(seconds) {}
+  int64_t ctas() const override { return int64_t(ranks_.size()); }
+  int64_t segments(int64_t) const override { return steps_; }
+  void segment(int64_t cta, int64_t k, Segment& out) const override {
+    out.seconds = seconds_;
+    out.turn = {uint32_t(k), ranks_[size_t(cta)]};
+  }
+  uint32_t keys() const override { return 1; }
+  int64_t head(int64_t) const override { return 0; }
+  uint32_t turn_lines() const override { return uint32_t(steps_); }
+
+ private:
+  std::vector<uint32_t> ranks_;
+  int64_t steps_;
+  double seconds_;
+};
+}  // namespace
+
+TEST_CASE("replay: turns make a pipeline, each CTA one hand-over behind the one before it") {
+  ReplaySetup setup;
+  setup.slots = setup.sms = 4;
+  setup.l2_capacity = 1e9;
+  setup.turn_latency_s = 1e-6;  // a release seen one round trip after it lands
+  setup.turn_tail_s = 2e-6;     // then the rows go out; the next release one round trip after that
+  // Four CTAs of three 10 us steps, all resident: CTA c's step k ends at 10 (k + 1) + 4 c us (its predecessor's
+  // end, + 1 to release, + 1 to be seen, + 2 for its rows).
+  const ReplayResult r = replay(TurnChain({0, 1, 2, 3}, 3, 10e-6), setup);
+  CHECK(r.makespan_s * 1e6 == doctest::Approx(30 + 3 * 4));
+  CHECK(r.turn_wait_s * 1e6 == doctest::Approx(4 + 8 + 12));  // at step 0 only: then each is ready in time
+  // A turn order against the launch order on too few slots would hang the GPU; the replay says so.
+  setup.slots = setup.sms = 1;
+  CHECK_THROWS_WITH_AS(replay(TurnChain({1, 0}, 2, 10e-6), setup), doctest::Contains("never comes"), Error);
 }

@@ -7,12 +7,14 @@ dram__bytes_write.sum, lts__t_bytes.sum and gpu__time_duration.sum with caches f
 kernel called through flashlab's C ABI (libflashlab_gpu_c.so) on PyTorch tensors. Backend name in
 the CSV: flashlab_fa2 (flashlab_fa3 with --kernel fa3, on an H100/H200). With --pass bwd the call is the
 backward alone (every kernel it launches: preprocess, dK/dV, dQ's conversion), after one forward that
-made its O and LSE; rows say pass bwd (fa3's backward at d = 256 is its split kernel). With --kernel fa3_fp8 the call
+made its O and LSE; rows say pass bwd (fa3's backward at d = 256 is its split kernel); --deterministic takes the
+deterministic backward (fa2: preprocess, dK/dV, the Q-outer dQ kernel; fa3: dQ added in turns), backend
+flashlab_fa2_det or flashlab_fa3_det. With --kernel fa3_fp8 the call
 is fa3's FP8 forward (its V transpose and the kernel; head dims 128 and 256) on the bf16 inputs quantized
 to e4m3 with a descale a tensor (bench/fp8_compare.py's quantize); rows say dtype fp8.
 
 Usage (on the GPU machine): python3 measure_flashlab.py LIB.so OUT.csv [--quick] [--kernel fa2|fa3|fa3_fp8]
-                                                       [--pass fwd|bwd] [--hdims 64,128,256]
+                                                       [--pass fwd|bwd [--deterministic]] [--hdims 64,128,256]
 """
 import ctypes
 import os
@@ -46,6 +48,10 @@ def pass_name():
     return sys.argv[sys.argv.index("--pass") + 1] if "--pass" in sys.argv else "fwd"
 
 
+def deterministic():
+    return "--deterministic" in sys.argv and pass_name() == "bwd"
+
+
 def make_call(torch, lib, s, d, causal):
     batch, heads = 16384 // s, 2048 // d
     gen = torch.Generator(device="cuda").manual_seed(s * 1000 + d)
@@ -57,7 +63,8 @@ def make_call(torch, lib, s, d, causal):
     if pass_name() == "fwd":
         return Fa2(torch, lib, q, k, v, o, lse, causal, kernel=kernel_name().encode()).forward, batch, heads
     do, dq, dk, dv = (torch.randn_like(q) for _ in range(4))
-    f = Fa2(torch, lib, q, k, v, o, lse, causal, grads=(do, dq, dk, dv), kernel=kernel_name().encode())
+    f = Fa2(torch, lib, q, k, v, o, lse, causal, grads=(do, dq, dk, dv), deterministic=deterministic(),
+            kernel=kernel_name().encode())
     f.forward()
     return f.backward, batch, heads
 
@@ -98,9 +105,11 @@ def main():
     times = time_calls(torch, cfgs, lambda c: make_call(torch, lib, *c),
                        lambda c: f"s={c[0]:5d} d={c[1]:3d} causal={int(c[2])}")
     worker = [__file__, "profile-worker", lib_path, "--kernel", kernel_name(), "--pass", pass_name(),
-              "--hdims", ",".join(map(str, hdims()))] + (["--quick"] if quick else [])
+              "--hdims", ",".join(map(str, hdims()))] + (["--quick"] if quick else []) + \
+        (["--deterministic"] if deterministic() else [])
     groups = profile_with_ncu(out, worker, len(cfgs))
-    write_rows(out, torch, [("flashlab_" + kernel_name(), s, d, causal, t, g) for (s, d, causal), t, g in zip(cfgs, times, groups)],
+    backend = "flashlab_" + kernel_name() + ("_det" if deterministic() else "")
+    write_rows(out, torch, [(backend, s, d, causal, t, g) for (s, d, causal), t, g in zip(cfgs, times, groups)],
                pass_name(), "fp8" if kernel_name() == "fa3_fp8" else "bf16")
 
 
