@@ -15,7 +15,7 @@
 //                 blocks); K_j, V_j outer, Q_i inner, O_i (with l_i, m_i) read and
 //                 written back at every step (Algorithm 1), or Q_i, O_i, dO_i,
 //                 l_i, m_i read and dQ_i read and written (Algorithm 4).
-// Coarsening: when the pass has more tiles than kMaxSegments, a segment (and an
+// Coarsening: when the pass has more tiles than kMaxSegments (a backward: half of it), a segment (and an
 // L2 key) covers G consecutive blocks along the streamed axis; G = 1 otherwise.
 // What is lost: the order of blocks inside a chunk, and a CTA whose range ends
 // inside a chunk touches the part it uses (L2Cache grows the entry later).

@@ -208,7 +208,8 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
       if (pending.empty()) close_burst();
       continue;
     }
-    finish(seg.turn, t + seg.seconds * setup.time_scale, s);
+    if (seg.turn.line == Turn::kNone) pending.push({t + seg.seconds * setup.time_scale, s});  // the common case
+    else finish(seg.turn, t + seg.seconds * setup.time_scale, s);
   }
   if (parked_count > 0)
     throw Error("replay: " + std::to_string(parked_count) + " segments wait on a turn that never comes (the grid's "

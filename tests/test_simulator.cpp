@@ -228,12 +228,13 @@ TEST_CASE("predictions against every measured kernel (simulator/validation): 90%
 // flashlab's fa3 backward (three kernels: preprocess, main, convert) against its 20 ncu rows of v9 (H100,
 // 2026-11-27; the rows of v1, 2026-11-23, are kept beside them). No row chose a rate; the time misses of v1's
 // rows sent us to read the kernel's barriers (simulator/README.md, "flashlab's fa3 backward"). The checks
-// guard today's level: time within 20% on every row, bytes on 12 (the causal rows are over by 15-29%: the
-// replay's random replacement evicts what the kernel keeps, listed there).
+// guard today's level: time within 20% on every row, bytes on 13 (12 before the backward's half segment
+// budget, grids.cpp; the causal rows are over by 15-29%: the replay's random replacement evicts what the
+// kernel keeps, listed there).
 TEST_CASE("predictions against every measured kernel: flashlab's fa3 backward (H100)") {
   const Within w = rows_within("flashlab-fa3-bwd-h100-2026-11-27-v9.csv", "h100-sxm");
   CHECK(w.rows == 20);
-  CHECK(w.bytes_ok >= 12);
+  CHECK(w.bytes_ok >= 13);
   CHECK(w.time_ok >= 20);
 }
 
@@ -442,15 +443,15 @@ TEST_CASE("predictions against every measured kernel: the deterministic backward
   const Within fa3_det = rows_within("flashlab-fa3-det-bwd-h100-2026-11-27.csv", "h100-sxm");
   CHECK(fa3_det.rows == 30);
   CHECK(fa3_det.time_ok >= 26);
-  CHECK(fa3_det.bytes_ok >= 9);
+  CHECK(fa3_det.bytes_ok >= 10);
   const Within fa2 = rows_within("flashlab-fa2-bwd-h100-2026-11-27.csv", "h100-sxm");
   CHECK(fa2.rows == 30);
-  CHECK(fa2.time_ok >= 22);
-  CHECK(fa2.bytes_ok >= 18);
+  CHECK(fa2.time_ok >= 24);
+  CHECK(fa2.bytes_ok >= 21);
   const Within fa3 = rows_within("flashlab-fa3-bwd-h100-2026-11-27-v11.csv", "h100-sxm");
   CHECK(fa3.rows == 30);
   CHECK(fa3.time_ok >= 30);
-  CHECK(fa3.bytes_ok >= 17);
+  CHECK(fa3.bytes_ok >= 18);
 }
 
 TEST_CASE("the deterministic backward: fa2's two kernels recompute S and dP; fa3's turns wait; both refused elsewhere") {
