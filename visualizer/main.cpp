@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   cli.add_option("--doc-lengths", set.doc_lengths, "document: lengths of the packed documents (300,700,24)");
   cli.add_option("--chunk", set.chunk, "chunked: keys per chunk");
   cli.add_option("--mask-file", set.mask_file, "dense: .npy of bool, (seqlen, seqlen)");
-  cli.add_option("--order", set.order, "fa1 | fa2 | bwd | fa1-bwd")->capture_default_str();
+  cli.add_option("--order", set.order, "fa1 | fa2 | bwd | fa1-bwd | bwd-dkdv | bwd-dq")->capture_default_str();
   cli.add_option("--dtype", set.dtype, "fp16 | bf16 | fp32 (bytes per element, GPU peak)")->capture_default_str();
   cli.add_option("--gpu", set.gpu, "GPU preset for the model and the SRAM budget")->capture_default_str();
   cli.add_option("--seed", set.seed, "seed of the random inputs")->capture_default_str();

@@ -19,22 +19,37 @@ void ShowRowStats(Session& s, HeatmapCache& heat) {
   const Walk& w = s.primary();
   const TileView v = view_of(*w.stepper);
   if (v.valid && tiled::is_backward(w.order) && v.step.kind != TileKind::skipped) {
-    // Backward: the accumulators of the resident K/V block and the rows' inputs from the forward.
+    // Backward: the accumulators on chip (the resident K/V block's, or the dQ pass's Q block's) and the
+    // rows' inputs from the forward.
     const tiled::Sram& m = w.stepper->sram();
-    ImGui::Text("K/V block j=%lld accumulating on chip; Q block i=%lld adds its dQ_i to HBM", (long long)v.step.j,
-                (long long)v.step.i);
+    const bool dq_pass = w.order == Order::dq;
+    if (dq_pass)
+      ImGui::Text("Q block i=%lld accumulating dQ_i on chip over K/V blocks up to j=%lld; written once, no atomics",
+                  (long long)v.step.i, (long long)v.step.j);
+    else if (w.order == Order::dkdv)
+      ImGui::Text("K/V block j=%lld accumulating on chip; no dQ in this pass (the dQ pass sums it)", (long long)v.step.j);
+    else
+      ImGui::Text("K/V block j=%lld accumulating on chip; Q block i=%lld adds its dQ_i to HBM", (long long)v.step.j,
+                  (long long)v.step.i);
     const float side = std::min((ImGui::GetContentRegionAvail().x - 8) / 2, ImGui::GetContentRegionAvail().y * 0.55f);
-    const auto box = [&](const tiled::Tile& t, const char* name, const char* help) {
+    const auto box = [&](const tiled::Tile& t, const char* name, const char* help, int64_t row0) {
       ImGui::BeginGroup();
       ImGui::Text("%s (%lld x %lld)", name, (long long)t.rows(), (long long)t.cols());
       HelpMarker(help);
-      Heatmap(name, t, heat, s.version(), ImVec2(side, side * t.rows() / std::max<float>(t.rows(), t.cols())), v.step.col0,
-              0, "dim");
+      Heatmap(name, t, heat, s.version(), ImVec2(side, side * t.rows() / std::max<float>(t.rows(), t.cols())), row0, 0,
+              "dim");
       ImGui::EndGroup();
     };
-    box(m.dK, "dK_j", "dK_j += scale * dS_ij^T Q_i over the Q blocks so far; written to HBM once, after the last one.");
-    ImGui::SameLine(0, 8);
-    box(m.dV, "dV_j", "dV_j += P_ij^T dO_i over the Q blocks so far; written to HBM once, after the last one.");
+    if (dq_pass) {
+      box(m.dQ, "dQ_i", "dQ_i += scale * dS_ij K_j over the K/V blocks so far, in a fixed order; written to HBM once.",
+          v.step.row0);
+    } else {
+      box(m.dK, "dK_j", "dK_j += scale * dS_ij^T Q_i over the Q blocks so far; written to HBM once, after the last one.",
+          v.step.col0);
+      ImGui::SameLine(0, 8);
+      box(m.dV, "dV_j", "dV_j += P_ij^T dO_i over the Q blocks so far; written to HBM once, after the last one.",
+          v.step.col0);
+    }
     std::string lse, d;
     for (int64_t r = 0; r < std::min<int64_t>(4, m.lse.size()); ++r) lse += num(m.lse[r]) + " ", d += num(m.D[r]) + " ";
     ImGui::TextWrapped("LSE_i (from the forward) %s...   D_i = rowsum(dO o O) %s...", lse.c_str(), d.c_str());

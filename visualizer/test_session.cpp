@@ -129,6 +129,9 @@ int main() {
   Settings bwd = fa2;
   bwd.order = "bwd";
   check(bwd);
+  Settings dq = bwd;  // the deterministic backward's dQ pass beside its dK/dV pass
+  dq.order = "bwd-dq", dq.compare = true;
+  check(dq);
   if (failures) {
     std::cerr << failures << " check(s) failed\n";
     return 1;
