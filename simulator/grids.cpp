@@ -188,6 +188,11 @@ class ForwardGrid final : public CtaGrid {
       for (int64_t h = 0; h < H; ++h)
         for (int64_t b = 0; b < B; ++b)
           for (int64_t i = 0; i < base_.at(b).Tr(); ++i) tiles_.push_back({int32_t(b), int32_t(h), int32_t(i)});
+    } else if (order == TileOrder::flashlab) {
+      // flashlab's grids are (Q block, head, batch): blockIdx.x fastest.
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t i = 0; i < base_.at(b).Tr(); ++i) tiles_.push_back({int32_t(b), int32_t(h), int32_t(i)});
     } else {
       // FA3's scheduler (hopper/tile_scheduler.hpp): (batch, head) pairs in sections of as many heads as
       // fit their K and V in `section` bytes (a power of two); within a section, Q blocks outer (the
@@ -264,9 +269,10 @@ class BackwardGrid final : public CtaGrid {
     chunks_ = ceil_div(base_.Tr_max, G_);
     q_keys_ = uint32_t(p.batch * p.heads_q * chunks_);
     kv_keys_ = uint32_t(p.batch * p.heads_q * base_.Tc_max);
-    if (deal.sections > 0) {  // fa2's dK/dV under a mask function (a CTA a query head, as below)
-      for (const auto& [b, h, j] : dealt(deal, base_.Tc_max, p.batch, p.heads_q)) {
-        if (j < base_.at(b).Tc()) tiles_.push_back({int32_t(b), int32_t(h), int32_t(j)});
+    if (deal.sections > 0) {  // fa2's dK/dV under a mask function: its (batch, kv head) pairs dealt, a CTA a
+      heads_per_cta_ = p.group();  // kv head walking the group's query heads (as below)
+      for (const auto& [b, g, j] : dealt(deal, base_.Tc_max, p.batch, p.heads_kv)) {
+        if (j < base_.at(b).Tc()) tiles_.push_back({int32_t(b), int32_t(g * p.group()), int32_t(j)});
       }
     } else if (order == BackwardOrder::fa2) {
       // FA2's backward grid is (K/V block, batch, head): blockIdx.x fastest.
@@ -274,8 +280,9 @@ class BackwardGrid final : public CtaGrid {
         for (int64_t b = 0; b < p.batch; ++b)
           for (int64_t j = 0; j < base_.at(b).Tc(); ++j) tiles_.push_back({int32_t(b), int32_t(h), int32_t(j)});
     } else {
-      // gpu/fa3/fa3_bwd.cu's grid is (K/V block, kv head, batch): blockIdx.x fastest; a CTA's `h` is its kv
-      // head's first query head, and it walks the group's heads in turn (bwd_smem.cuh BwdWalk).
+      // flashlab's grids (gpu/fa2_bwd.cu's dkdv, gpu/fa3/fa3_bwd.cu) are (K/V block, kv head, batch):
+      // blockIdx.x fastest; a CTA's `h` is its kv head's first query head, and it walks the group's heads in
+      // turn (fa2: its steps' counters; fa3: bwd_smem.cuh BwdWalk).
       // In turns (deterministic), blockIdx.x takes a head's K/V blocks from the last.
       heads_per_cta_ = p.group();
       for (int64_t b = 0; b < p.batch; ++b)

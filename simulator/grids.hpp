@@ -37,7 +37,9 @@ struct ElementTime {
 
 // How the tiles of a forward pass are handed to CTAs.
 enum class TileOrder {
-  fa2,  // FA2's grid (Q block, batch, head): Q blocks of one head consecutive, batch, then heads
+  fa2,       // FA2's grid (Q block, batch, head): Q blocks of one head consecutive, batch, then heads
+  flashlab,  // flashlab's kernels (Q block, head, batch): gpu/fa2_fwd.cu, fa2_bwd.cu's dq kernel, and
+             // fa3/scheduler.cuh's tiles without a mask: Q blocks of one head consecutive, heads, then batch
   fa3,  // FA3's persistent scheduler: heads in L2-sized sections, longest Q blocks first if causal
 };
 
@@ -67,9 +69,10 @@ std::unique_ptr<CtaGrid> forward_grid(const Problem& p, const std::vector<tiled:
                                       double input_bytes = 0, const Deal& deal = {}, LineBytes line = {});
 // How the backward's K/V blocks are handed to CTAs.
 enum class BackwardOrder {
-  fa2,           // FA2's grid (K/V block, batch, head): a CTA per query head, blockIdx.x fastest
-  flashlab_fa3,  // gpu/fa3/fa3_bwd.cu: grid (K/V block, kv head, batch); a CTA per kv head walks every query
-                 // head of its group (dK, dV summed inside the CTA), for each its Q blocks from the first
+  fa2,       // FA2's grid (K/V block, batch, head): a CTA per query head, blockIdx.x fastest
+  flashlab,  // gpu/fa2_bwd.cu's dkdv and gpu/fa3/fa3_bwd.cu: grid (K/V block, kv head, batch); a CTA per kv
+             // head walks every query head of its group (dK, dV summed inside the CTA), for each its Q blocks
+             // from the first
 };
 // How a backward kernel sums dQ:
 //   atomics  FA2, FA3: every CTA adds into a Q block's fp32 rows as it goes, in no fixed order.

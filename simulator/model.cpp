@@ -72,8 +72,7 @@ Deal flashlab_deal(const Problem& p, const GpuSpec& g, Algo algo, bool backward,
     const double longest = walk.empty() ? 0.0 : double(*std::max_element(walk.begin(), walk.end())) / variants;
     const double block = backward ? gpu::dkdv_block_bytes(double(tiling.Br), d, group)
                                   : gpu::forward_block_bytes(double(tiling.Bc), d, group);
-    // fa2's dK/dV deals (batch, kv head) pairs; the replay's backward grid has a CTA a query head, and
-    // deals (batch, query head) pairs in as many sections (the same without GQA).
+    // fa2's dK/dV deals (batch, kv head) pairs, a CTA a kv head (grids.cpp BackwardOrder::flashlab).
     const int pairs = int(p.batch * (backward ? p.heads_kv : p.heads_q));
     return {backward ? tiled::longest_first_columns(walk) : tiled::longest_first(walk),
             gpu::l2_sections(g.l2_bytes, longest * block, pairs)};
@@ -147,7 +146,7 @@ Cost fused_kernel(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool
   // flashlab's fa3 (gpu/fa3/scheduler.cuh) hands its dealt tiles out as CTAs ask, fa2's grid is dealt
   // in blockIdx order as slots free: either way how the replay dispatches a grid's tiles. The
   // deterministic dq kernel takes its Q blocks in blockIdx order, undealt.
-  const bool flashlab_fa3 = impl == Impl::flashlab && algo == Algo::fa3;
+  const bool flashlab_grid = impl == Impl::flashlab;  // fa2's and fa3's kernels: (block, head, batch) grids
   const bool dq_kernel = part == BackwardKernel::dq;
   const Deal deal = impl == Impl::flashlab && !dq_kernel ? flashlab_deal(p, g, algo, backward, shape.tiling) : Deal{};
   const ElementCost unit = element_cost(p, g, algo, backward, shape, fp8, part);
@@ -185,12 +184,15 @@ Cost fused_kernel(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool
   // The dq kernel is Q-outer, as a forward: Q_i, dO_i, LSE_i, D_i in, dQ_i out in the input dtype.
   const std::unique_ptr<CtaGrid> grid =
       algo == Algo::fa1 ? fa1_grid(p, schedules, per, splits, backward)
-      : dq_kernel ? forward_grid(p, schedules, per, TileOrder::fa2, false, kFa3SectionBytes, e, Deal{},
+      : dq_kernel ? forward_grid(p, schedules, per, TileOrder::flashlab, false, kFa3SectionBytes, e, Deal{},
                                  LineBytes{(d + dv) * e + 8.0, d * e})
       : backward  ? backward_grid(p, schedules, per, reverse,
-                                  flashlab_fa3 ? BackwardOrder::flashlab_fa3 : BackwardOrder::fa2, deal,
+                                  flashlab_grid ? BackwardOrder::flashlab : BackwardOrder::fa2, deal,
                                   part == BackwardKernel::dkdv ? DqSum::none : dq)
-                  : forward_grid(p, schedules, per, shape.persistent && !flashlab_fa3 ? TileOrder::fa3 : TileOrder::fa2,
+                  : forward_grid(p, schedules, per,
+                                 flashlab_grid      ? TileOrder::flashlab
+                                 : shape.persistent ? TileOrder::fa3
+                                                    : TileOrder::fa2,
                                  reverse, kFa3SectionBytes, e_in, deal);
   const double ctas = double(grid->ctas());
   // A grid smaller than the resident capacity is spread over the SMs first: CTAs share an SM only as far
