@@ -35,7 +35,8 @@ void ProblemFlags::add_to(CLI::App& app, bool with_pass, bool with_seqlen) {
 }
 
 void WalkFlags::add_to(CLI::App& app) {
-  app.add_option("--order", order, "fa1 | fa2 | bwd | fa1-bwd | bwd-dkdv | bwd-dq (the deterministic backward's passes)")->capture_default_str();
+  app.add_option("--order", order, "fa1 | fa2 | bwd | fa1-bwd | bwd-dkdv | bwd-dq (the deterministic backward's passes)")
+      ->capture_default_str();
   app.add_option("--br", br, "Br: query rows per tile")->capture_default_str();
   app.add_option("--bc", bc, "Bc: key rows per tile")->capture_default_str();
 }

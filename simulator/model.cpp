@@ -222,8 +222,9 @@ Cost fused_kernel(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool
   }
   // Turns: a CTA's poll sees its predecessor's release one L2 round trip after it lands, then its own dQ rows
   // for the step (Br x d floats) go to L2 at the SM's share of the L2's bandwidth (every SM streams through
-  // it: sm_read.cu measured 57.9 GB/s an SM so, the chip's rate over its SMs; reductions are not measured
-  // apart), and L2 acknowledges them, another round trip, before its release is written.
+  // it: sm_read.cu measured 57.9 GB/s an SM so, the chip's rate over its SMs), and L2 acknowledges them,
+  // another round trip, before its release is written. (l2_reduce.cu's reductions, every SM on the same
+  // lines, run slower than that, 17.9 GB/s an SM, but the kernels' own reductions beat its rate: README.)
   if (dq == DqSum::turns) {
     setup.turn_latency_s = g.l2_latency_s;
     setup.turn_tail_s = double(shape.tiling.Br) * d * 4.0 / (g.l2_bandwidth / g.sm_count);
@@ -314,13 +315,14 @@ Cost fused_pass(const Problem& p, const GpuSpec& g, Algo algo, bool backward, co
   return c;
 }
 
-double peak_hbm(const Problem& p, Algo algo, Pass pass) {
+// no_accumulator: flashlab's fa2 deterministic backward, whose dq kernel keeps dQ on chip (no fp32 buffer).
+double peak_hbm(const Problem& p, Algo algo, Pass pass, bool no_accumulator) {
   const double e = bytes_per_element(p.dtype);
   const double q = p.total_q() * p.heads_q * p.head_dim * e, k = p.total_k() * p.heads_kv * p.head_dim * e;
   const double v = p.total_k() * p.heads_kv * p.dv() * e, o = p.total_q() * p.heads_q * p.dv() * e;
   const double lse = p.total_q() * p.heads_q * 4.0;
   double peak = q + k + v + o + lse;
-  if (has_bwd(pass)) peak += o /* dO */ + q + k + v /* dQ dK dV */ + lse /* D */ + q / e * 4 /* dQ accum */;
+  if (has_bwd(pass)) peak += o /* dO */ + q + k + v /* dQ dK dV */ + lse /* D */ + (no_accumulator ? 0 : q / e * 4);
   if (algo == Algo::standard || algo == Algo::math) {
     double s = 0;
     for (int64_t b = 0; b < p.batch; ++b) s += double(p.heads_q) * p.len_q(b) * p.len_k(b);
@@ -375,7 +377,7 @@ Estimate estimate(const Problem& p, const GpuSpec& g, Algo algo, Pass pass, cons
   e.seqlen_q = p.seqlen_q;
   e.seqlen_k = p.seqlen_k;
   e.head_dim = p.head_dim;
-  e.peak_hbm_bytes = peak_hbm(p, algo, pass);
+  e.peak_hbm_bytes = peak_hbm(p, algo, pass, o.deterministic && algo == Algo::fa2);
   const std::pair<double, const char*> ceilings[] = {{e.t_tensor, "tensor"}, {e.t_smem, "smem"}, {e.t_exp, "exp"},
                                                       {e.t_fp32, "fp32"},     {e.t_hbm, "hbm"},   {e.t_l2, "l2"},
                                                       {e.t_launch, "launch"}, {e.t_wait, "latency"}};

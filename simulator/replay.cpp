@@ -78,8 +78,6 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
     return burst_t0 + setup.latency_s + std::max(dram / setup.dram_bytes_per_s, l2_bytes / setup.l2_bytes_per_s);
   };
   auto burst_end = [&] { return through(burst_dram, burst_l2); };
-  // Served in the order the CTAs joined, those that joined at the same time together (a wave that starts
-  // together finishes together): a CTA computes once its bytes and those sent with or before it are through.
   // Turns (a deterministic backward's dQ): per line, the rank whose turn it is and when the last rank
   // released. A segment's loads and compute run when they would; only its end waits for its turn. A segment
   // that ends before its predecessor on the line has even been replayed is parked with the end it would
@@ -125,13 +123,16 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
       --parked_count;
     }
   };
+  // Served in the order the CTAs joined, those that joined at the same time together (a wave that starts
+  // together finishes together): a CTA computes once its bytes and those sent with or before it are through.
   auto close_burst = [&] {
     for (size_t i = burst.size(); i-- > 1;)
       if (burst[i - 1].t == burst[i].t) {
         burst[i - 1].dram = burst[i].dram;
         burst[i - 1].l2 = burst[i].l2;
       }
-    for (const Member& m : burst) finish(m.turn, std::max(m.t + setup.cta_start_s, through(m.dram, m.l2)) + m.seconds, m.slot);
+    for (const Member& m : burst)
+      finish(m.turn, std::max(m.t + setup.cta_start_s, through(m.dram, m.l2)) + m.seconds, m.slot);
     burst.clear();
   };
   for (;;) {

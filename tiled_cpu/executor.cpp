@@ -548,7 +548,8 @@ void run_order(const Problem& p, const Tensor& q, const Tensor& k, const Tensor&
 BackwardResult backward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                         const Tensor& lse, const Tensor& d_o, Tiling tiling, Observer* obs, Order order) {
   if (!is_backward(order))
-    throw Error("tiled::backward takes Order::backward, Order::fa1_backward or the deterministic Order::dkdv / Order::dq");
+    throw Error("tiled::backward takes Order::backward, Order::fa1_backward or the deterministic Order::dkdv / "
+                "Order::dq");
   check_inputs(p, q, k, v);
   if (o.shape != p.o_shape() || d_o.shape != p.o_shape() || lse.shape != p.lse_shape())
     throw Error("backward needs O and dO of shape " + shape_string(p.o_shape()) + " and LSE of shape " +
@@ -576,7 +577,8 @@ BackwardResult backward(const Problem& p, const Tensor& q, const Tensor& k, cons
     if (obs) {
       for (int64_t bh = 0; bh < p.batch * p.heads_q; ++bh) run_head(bh / p.heads_q, bh % p.heads_q, Order::dq, obs);
     } else {
-      parallel_for(p.batch * p.heads_q, [&](int64_t bh) { run_head(bh / p.heads_q, bh % p.heads_q, Order::dq, nullptr); });
+      parallel_for(p.batch * p.heads_q,
+                   [&](int64_t bh) { run_head(bh / p.heads_q, bh % p.heads_q, Order::dq, nullptr); });
     }
   }
   round_all(buf.dq, p.dtype);

@@ -8,8 +8,8 @@
 // With no observer the work is spread over all cores: FA2 forward by
 // (batch, head, Q block); FA1 forward by (batch, head), or by Q block within
 // each K/V block when there are fewer heads than cores; backward by
-// (batch, kv head) (the deterministic dQ pass by (batch, head)). With an observer it runs serially, in schedule order, and
-// reports every transfer and statistic (events.hpp). Memory stays O(N): the
+// (batch, kv head) (the deterministic dQ pass by (batch, head)). With an observer it runs serially, in
+// schedule order, and reports every transfer and statistic (events.hpp). Memory stays O(N): the
 // only sq x sk-sized thing is the schedule's block ranges, O(Tr + Tc).
 //
 // HeadRun is one (batch, head)'s pass, advanced one tile at a time; the

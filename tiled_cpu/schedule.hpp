@@ -48,7 +48,8 @@ namespace flashlab::tiled {
 
 enum class Order { fa1, fa2, backward, fa1_backward, dkdv, dq };
 std::string to_string(Order order);
-Order parse_order(const std::string& name);  // "fa1" | "fa2" | "backward" (or "bwd") | "fa1-bwd" | "bwd-dkdv" | "bwd-dq"
+// "fa1" | "fa2" | "backward" (or "bwd") | "fa1-bwd" | "bwd-dkdv" | "bwd-dq"
+Order parse_order(const std::string& name);
 inline bool is_backward(Order o) { return o != Order::fa1 && o != Order::fa2; }
 // The deterministic backward's passes (dkdv, then dq): dQ without atomics.
 inline bool is_deterministic(Order o) { return o == Order::dkdv || o == Order::dq; }
@@ -131,7 +132,8 @@ class Schedule {
     return q_outer() ? Range{kv_begin(o), kv_end(o)} : Range{q_begin(o), q_end(o)};
   }
   // The inner blocks a pass runs on line o: the visible ones, except that an order which writes the
-  // line's outputs at its end (FA2's forward: O_i, LSE_i; the backward: dK_j, dV_j; the dQ pass: dQ_i) still visits the last
+  // line's outputs at its end (FA2's forward: O_i, LSE_i; the backward: dK_j, dV_j; the dQ pass: dQ_i)
+  // still visits the last
   // tile of a line that sees nothing, to write zeros (and LSE = -inf).
   Range visited(int64_t o) const {
     const Range r = visible(o);

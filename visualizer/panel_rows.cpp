@@ -27,7 +27,8 @@ void ShowRowStats(Session& s, HeatmapCache& heat) {
       ImGui::Text("Q block i=%lld accumulating dQ_i on chip over K/V blocks up to j=%lld; written once, no atomics",
                   (long long)v.step.i, (long long)v.step.j);
     else if (w.order == Order::dkdv)
-      ImGui::Text("K/V block j=%lld accumulating on chip; no dQ in this pass (the dQ pass sums it)", (long long)v.step.j);
+      ImGui::Text("K/V block j=%lld accumulating on chip; no dQ in this pass (the dQ pass sums it)",
+                  (long long)v.step.j);
     else
       ImGui::Text("K/V block j=%lld accumulating on chip; Q block i=%lld adds its dQ_i to HBM", (long long)v.step.j,
                   (long long)v.step.i);
