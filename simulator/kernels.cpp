@@ -108,14 +108,13 @@ std::vector<Gemm> backward_gemms(BackwardKernel part, double Br, double Bc, doub
 
 }  // namespace
 
+// The backward's from its GEMMs (backward_gemms at Br = Bc = 1: each C[M x N] += A[M x K] B[K x N] costs
+// 2 M N K an element): five 2 (3 d + 2 dv), dkdv 2 (2 d + 2 dv), dq 2 (2 d + dv).
 double flops_per_element(double d, double dv, bool backward, BackwardKernel part) {
   if (!backward) return 2.0 * (d + dv);
-  switch (part) {
-    case BackwardKernel::all: return 2.0 * (3.0 * d + 2.0 * dv);  // S, dP, dV, dK, dQ
-    case BackwardKernel::dkdv: return 2.0 * (2.0 * d + 2.0 * dv);  // S, dP, dV, dK
-    case BackwardKernel::dq: return 2.0 * (2.0 * d + dv);          // S, dP, dQ
-  }
-  return 0;
+  double flops = 0;
+  for (const Gemm& m : backward_gemms(part, 1, 1, d, dv)) flops += 2.0 * m.M * m.N * m.K;
+  return flops;
 }
 
 static const EnumNames<Impl, 3> kImplNames{{Impl::upstream, "upstream"}, {Impl::flashlab, "flashlab"}, {Impl::cudnn, "cudnn"}};
@@ -148,7 +147,7 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
   const int64_t d = std::max(p.head_dim, p.dv()), e = bytes_per_element(p.dtype);
   KernelShape s;
   double stages = 1;
-  gpu::TileShape flashlab_bwd;  // the launcher's shape: flashlab's fa3 backward and FP8 forward, fa2's dq kernel
+  gpu::TileShape launcher;  // the launcher's shape: flashlab's fa3 backward and FP8 forward, fa2's dq kernel
   switch (algo) {
     case Algo::fa1:
       // Algorithm 1: Bc = ceil(M / 4d), Br = min(Bc, d), M the on-chip SRAM of one SM in elements.
@@ -168,7 +167,7 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
         if (k.supported()) s.tiling = tiled::Tiling{k.block_m, k.block_n};
         if (part == BackwardKernel::dq) {  // its launcher's shared memory and its 4 warps
           if (!k.supported()) throw Error(std::string("fa2's deterministic dQ kernel: ") + k.why);
-          flashlab_bwd = k;
+          launcher = k;
         }
       }
       if (!backward && block_m > 0) s.tiling.Br = block_m;
@@ -193,7 +192,7 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
                       "FlashAttention-3's kernel instead");
         s.tiling = tiled::Tiling{k.block_m, k.block_n};
         if (backward || fp8) {  // the launcher's shared memory and threads
-          flashlab_bwd = k;
+          launcher = k;
         }
         if (backward) {
           s.consumers_meet_each_tile = true;
@@ -213,9 +212,9 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
   const double Br = double(s.tiling.Br), Bc = double(s.tiling.Bc);
   // flashlab's fa3 backward keeps more on chip than the generic backward below (both Q/dO stages, dS^T twice,
   // the step's fp32 dQ): its shared memory is the launcher's (gpu/shapes.hpp), as are its threads.
-  if (flashlab_bwd.supported()) {
-    s.smem = flashlab_bwd.smem_bytes;
-    s.threads = flashlab_bwd.threads;
+  if (launcher.supported()) {
+    s.smem = launcher.smem_bytes;
+    s.threads = launcher.threads;
   } else {
     s.smem = backward ? (Br * (p.head_dim + p.dv()) + Bc * (p.head_dim + p.dv())) * e + Br * p.head_dim * 4
                       : (Br * p.head_dim + stages * Bc * (p.head_dim + p.dv())) * e;
