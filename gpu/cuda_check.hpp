@@ -17,3 +17,13 @@
 
 // After a kernel launch: the launch error, right away.
 #define FLASHLAB_CUDA_LAUNCHED() FLASHLAB_CUDA(cudaGetLastError())
+
+namespace flashlab::gpu {
+// An attribute of the current device (the runtime answers from its own cache).
+inline int device_attribute(cudaDeviceAttr what) {
+  int dev = 0, value = 0;
+  FLASHLAB_CUDA(cudaGetDevice(&dev));
+  FLASHLAB_CUDA(cudaDeviceGetAttribute(&value, what, dev));
+  return value;
+}
+}  // namespace flashlab::gpu

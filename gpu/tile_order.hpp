@@ -62,4 +62,28 @@ inline double dkdv_block_bytes(double block_m, int head_dim, int group, double e
   return (2 * elem + 4) * block_m * head_dim * group;
 }
 
+// A deterministic backward's rotated walks (gpu/fa3/: dQ added into each Q block by the K/V blocks that see
+// it, one at a time in a fixed order). Where every K/V block of an entry walks every place of its kv head's
+// group (place c = query head of the group x Q blocks + Q block: no mask function, no causal or window
+// rule), K/V block j starts at place j mod places and wraps around, visiting c at step (c - j) mod places,
+// and the turns at c go by that step (among blocks at one step, more blocks than places, from the last):
+// a head's K/V blocks are at different places at every step, each finding its predecessor's addition a
+// step old (without rotation all start at place 0 and queue there in a chain). A block may then wait on
+// one launched after it, so a kernel rotates only when a head's K/V blocks all fit on the device at once:
+// the hardware launching a grid in blockIdx order, the oldest unfinished head is then wholly resident
+// and its waits go by step, without a cycle.
+inline bool rotates_walks(bool every_block_walks_every_place, long long blocks_kv, long long resident_ctas) {
+  return every_block_walks_every_place && blocks_kv <= resident_ctas;
+}
+// How many K/V blocks add into the place that block j visits at step t before it: those j' with j' mod
+// places in the cyclic interval (c - t, c], c = (t + j) mod places (t full rounds of blocks_kv / places and
+// the residues under blocks_kv % places), and the blocks after j at j's own residue.
+FLASHLAB_HOST_DEVICE inline int rotated_turn_rank(int places, int t, int j, int blocks_kv) {
+  const int rot = j % places, c = t + rot < places ? t + rot : t + rot - places;
+  const int full = blocks_kv / places, rem = blocks_kv % places, lo = c - t + 1;
+  const int top = c + 1 < rem ? c + 1 : rem, low = lo < rem ? lo : rem, wrapped = lo + places < rem ? lo + places : rem;
+  const int under = lo >= 0 ? top - low : top + rem - wrapped;
+  return t * full + under + (blocks_kv - 1 - j) / places;
+}
+
 }  // namespace flashlab::gpu

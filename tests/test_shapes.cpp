@@ -4,6 +4,7 @@
 // in gpu/*.cu); here, the rules a caller relies on.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <utility>
@@ -194,6 +195,27 @@ TEST_CASE("tile_order: sections as few as half the L2 allows, evened out") {
   CHECK(longest_first_tile(4 * 3 * 10 - 1, 10, 16, 6, nullptr).pair == 11);
   CHECK(longest_first_tile(4 * 3 * 10, 10, 16, 6, nullptr).pair == 12);
   CHECK(longest_first_tile(16 * 10 - 1, 10, 16, 6, nullptr).pair == 15);
+}
+
+TEST_CASE("tile_order: rotated walks' turns go by step, each place's ranks 0, 1, ... once, ties from the last") {
+  // Every K/V block j walks every place, starting at j mod places; the turns at a place, enumerated here by
+  // (step, then the later block first), against the closed form the kernels use.
+  for (int places = 1; places < 20; ++places)
+    for (int blocks = 1; blocks < 50; ++blocks) {
+      std::vector<std::vector<std::pair<int, int>>> visits(size_t(places), std::vector<std::pair<int, int>>{});
+      for (int j = 0; j < blocks; ++j)
+        for (int t = 0; t < places; ++t) visits[size_t((t + j % places) % places)].push_back({t, -j});
+      int wrong = 0;
+      for (auto& at : visits) {
+        std::sort(at.begin(), at.end());
+        for (size_t r = 0; r < at.size(); ++r)
+          wrong += rotated_turn_rank(places, at[r].first, -at[r].second, blocks) != int(r);
+      }
+      CHECK_MESSAGE(wrong == 0, places << " places, " << blocks << " blocks");
+    }
+  CHECK(rotates_walks(true, 132, 132));
+  CHECK_FALSE(rotates_walks(true, 133, 132));  // a block could wait on one not yet launched
+  CHECK_FALSE(rotates_walks(false, 16, 132));   // a mask or window: walks differ, no rotation
 }
 
 TEST_CASE("row_search: the 32-ary search finds the first row seen, and never a row past the range") {

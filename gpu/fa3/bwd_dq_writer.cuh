@@ -1,6 +1,7 @@
 // fa3 backward's dQ writer: warp 1 of warpgroup 0 adds each step's dQ (shared memory, fp32) into the
 // scratch with one bulk reduction, so that the consumers never wait on global atomics.
 #pragma once
+#include "../tile_order.hpp"
 #include "bwd_smem.cuh"
 
 namespace flashlab::gpu::fa3 {
@@ -18,10 +19,11 @@ namespace flashlab::gpu::fa3 {
 // starts a block further down than j's, so it reaches each Q block a step before j does, and j finds its
 // turn ready: the CTAs of a head form a pipeline. (In the order of j, with every walk from the last, all
 // reached a Q block at the same step and each waited for its predecessor's reduction, the CTAs of a head
-// in a chain: 0.65-0.77x of the atomic backward at d = 256 causal, H100.) Without a mask every walk starts
-// at the first block, and the chain remains. (Launching the heads of a K/V block together instead, so that
-// a wave's CTAs are of different heads, broke it, but each CTA then read its own head's Q and dO from
-// DRAM: 0.42-0.77x of the atomic backward, H100, but at s = 16k without a mask.)
+// in a chain: 0.65-0.77x of the atomic backward at d = 256 causal, H100.) Without a mask every walk would
+// start at the first block, and the chain remain: there the walks rotate (tile_order.hpp
+// rotated_turn_rank) where a head's K/V blocks fit on the device at once. (Launching the heads of a K/V
+// block together instead, so that a wave's CTAs are of different heads, broke the chain, but each CTA then
+// read its own head's Q and dO from DRAM: 0.42-0.77x of the atomic backward, H100, but at s = 16k.)
 // K/V block j's turn at Q block i: how many of the blocks that block sees (the forward's key_blocks) come
 // after j.
 template <class S, bool kMask>
@@ -31,6 +33,14 @@ __device__ inline int seen_rank(const BackwardParams& p, const Sequence& seq, co
                         : key_blocks<kBr, kBc>(i * kBr, seq.sq, seq.sk, p.window_left, p.window_right).end;
   return end - 1 - j;
 }
+// K/V block j's turn at step t of its walk.
+template <class S, bool kMask>
+__device__ inline int turn_rank(const BackwardParams& p, const Sequence& seq, const RowMask& rm,
+                                const BwdWalk<S::kBr, S::kBc>& walk, int t, int j) {
+  if (walk.rotated) return rotated_turn_rank(walk.steps, t, j, (seq.sk + S::kBc - 1) / S::kBc);  // tile_order.hpp
+  return seen_rank<S, kMask>(p, seq, rm, walk.block(t), j);
+}
+
 __device__ __forceinline__ int load_acquire(const int* p) {
   int v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
@@ -54,7 +64,7 @@ __device__ void write_dq(BwdSmem<S, T>& sm, const BackwardParams& p, const BwdSc
     if (leader) {
       if constexpr (kDeterministic) {
         // This K/V block's place among those Q block i sees (the forward's key_blocks of that block).
-        const int rank = seen_rank<S, kMask>(p, seq, rm, i, j);
+        const int rank = turn_rank<S, kMask>(p, seq, rm, walk, t, j);
         while (load_acquire(sc.sem + block) != rank) {
         }
         fence_async_global();
@@ -95,7 +105,7 @@ __device__ void keep_dq_turns(const BackwardParams& p, const BwdScratch& sc, con
     const int i = walk.block(t);
     int* sem = sc.sem + (int64_t(walk.head(t)) * sc.blocks + first + i) * S::kSems + w;
     if (leader) {
-      const int rank = seen_rank<S, kMask>(p, seq, rm, i, j);
+      const int rank = turn_rank<S, kMask>(p, seq, rm, walk, t, j);
       while (load_acquire(sem) != rank) {
       }
     }

@@ -93,7 +93,8 @@ struct BwdScratch {
   float* dsum = nullptr;
   float* dq_accum = nullptr;
   int* sem = nullptr;
-  int64_t blocks = 0;  // padded Q blocks a query head
+  int64_t blocks = 0;   // padded Q blocks a query head
+  bool rotate = false;  // deterministic, rotated walks (BwdWalk; the launcher's rule in fa3_bwd.cu)
 };
 __host__ __device__ inline int64_t padded_q_blocks(const AttentionParams& p, int br) {
   return p.cu_seqlens_q ? int64_t(p.total_q) / br + p.batch : int64_t(p.batch) * ((p.seqlen_q + br - 1) / br);
@@ -122,10 +123,13 @@ __device__ inline DqPlace dq_place(int f) {
 // and for each the Q blocks [i_begin, i_begin + n) whose rows see any of the block's keys (sequence.cuh
 // rows_seeing: the window rule's closed form, or with kMask rows_seeing_by_warp's 32-ary searches of a
 // mask function's row intervals, so every thread of the CTA constructs it), step t at head
-// g group + t / n, Q block i_begin + t % n (deterministic too: bwd_dq_writer.cuh says why).
+// g group + t / n, Q block i_begin + t % n (deterministic too: bwd_dq_writer.cuh says why). Rotated
+// (deterministic, every CTA walking every Q block of its heads: BwdScratch::rotate), the walk starts at
+// place j mod steps and wraps around (tile_order.hpp rotated_turn_rank says why).
 template <int kBr, int kBc>
 struct BwdWalk {
-  int i_begin = 0, n = 0, head0 = 0, steps = 0;
+  int i_begin = 0, n = 0, head0 = 0, steps = 0, rot = 0;
+  bool rotated = false;
   template <bool kMask>
   __device__ BwdWalk(const BackwardParams& p, const Sequence& s, int j, int g, const RowMask& rm,
                      std::bool_constant<kMask>) {
@@ -137,8 +141,14 @@ struct BwdWalk {
     head0 = g * group;
     steps = group * n;
   }
-  __device__ int head(int t) const { return head0 + t / n; }
-  __device__ int block(int t) const { return i_begin + t % n; }
+  __device__ void rotate(int j) {
+    rotated = true;
+    rot = steps > 0 ? j % steps : 0;
+  }
+  // Step t's place in the unrotated walk: (head - head0) n + (block - i_begin).
+  __device__ int at(int t) const { return t + rot < steps ? t + rot : t + rot - steps; }
+  __device__ int head(int t) const { return head0 + at(t) / n; }
+  __device__ int block(int t) const { return i_begin + at(t) % n; }
 };
 
 }  // namespace flashlab::gpu::fa3

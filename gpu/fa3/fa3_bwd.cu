@@ -105,6 +105,13 @@
 //       0.83-1.18x), d = 128 0.93-1.11x (0.89-1.12x), d = 256 0.78-0.90x (0.65-0.74x): at d = 256 under 0.85
 //       without a mask at s = 1k-4k (0.78, 0.80, 0.84), where all of a head's walks start at the first Q block
 //       and the chain remains, and causal at 16k (0.83).
+//   v12 rotated deterministic walks (2026-11-28): without a mask or window, and where a head's K/V blocks fit
+//       on the device at once, K/V block j starts its walk at place j mod steps and wraps around, and the turns
+//       at a Q block go by the step it is visited at (tile_order.hpp rotated_turn_rank), so a head's CTAs are at
+//       different Q blocks at every step and none waits at the first. Deterministic against atomic in one
+//       process, v11's walks beside it by a switch since removed (gpu-h100-2026-11-28-fa3-bwd-deterministic-
+//       v12-rotated.csv, -unrotated.csv), without a mask: d = 256 0.88-0.94x (v11 0.79-0.95x), d = 128
+//       0.96-1.10x (0.94-1.01x), d = 64 0.94-1.17x (0.90-1.14x); causal unchanged (d = 256 0.83-0.87x).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -193,7 +200,8 @@ __global__ void __launch_bounds__(S::kThreads, 1)
   const Sequence seq = sequence_of(p, b);
   if (j * S::kBc >= seq.sk) return;  // varlen: a K/V block past this entry's keys (the whole CTA leaves)
   const RowMask rm = row_mask<kMask>(p, seq, b);  // kMask: a mask function's row intervals; else the window
-  const BwdWalk<S::kBr, S::kBc> walk(p, seq, j, g, rm, std::bool_constant<kMask>{});
+  BwdWalk<S::kBr, S::kBc> walk(p, seq, j, g, rm, std::bool_constant<kMask>{});
+  if (kDeterministic && sc.rotate) walk.rotate(j);  // tile_order.hpp rotated_turn_rank
   const int wg = warp_uniform_index(128);
   if (threadIdx.x == 0) {
     tma_prefetch_map(&map_q);
@@ -267,6 +275,16 @@ __global__ void __launch_bounds__(256) bwd_convert_kernel(const BackwardParams p
 }
 
 // ---- launch
+// Deterministic: whether the CTAs' walks rotate (tile_order.hpp rotates_walks).
+template <class Kernel>
+bool rotate_walks(const BackwardParams& p, Kernel kernel, int blocks_kv, int threads, size_t smem) {
+  const bool every_place = !p.mask_lo && p.window_left < 0 && p.window_right < 0;
+  if (!every_place) return false;
+  int per_sm = 0;
+  FLASHLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  return rotates_walks(every_place, blocks_kv, (long long)per_sm * device_attribute(cudaDevAttrMultiProcessorCount));
+}
+
 template <int D, typename T>
 void launch(const BackwardParams& p, cudaStream_t stream) {
   constexpr TileShape shape = fa3_backward_shape(D);
@@ -277,7 +295,7 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
   static_assert(sizeof(BwdSmemOf<S, __nv_bfloat16>) + 1024 <= size_t(shape.smem_bytes),
                 "shapes.hpp's shared memory must cover the kernel's (with its 1024-byte alignment)");
   constexpr size_t smem = shape.smem_bytes;
-  const BwdScratch sc = scratch_of(p, S::kBr, D);
+  BwdScratch sc = scratch_of(p, S::kBr, D);
   const dim3 q_blocks((p.seqlen_q + S::kBr - 1) / S::kBr, p.heads_q, p.batch);
   bwd_preprocess_kernel<S, T><<<q_blocks, 256, 0, stream>>>(p, sc);
   FLASHLAB_CUDA_LAUNCHED();
@@ -301,6 +319,7 @@ void launch(const BackwardParams& p, cudaStream_t stream) {
   const auto kernel = p.softcap > 0.f ? with(std::true_type{}) : with(std::false_type{});
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const dim3 grid((p.seqlen_k + S::kBc - 1) / S::kBc, p.heads_kv, p.batch);
+  sc.rotate = p.deterministic && rotate_walks(p, kernel, grid.x, S::kThreads, smem);
   kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, map_do, sc);
   FLASHLAB_CUDA_LAUNCHED();
 

@@ -205,14 +205,6 @@ struct KernelOf {
   static constexpr size_t smem = s.smem_bytes;
 };
 
-// An attribute of the current device (the runtime answers from its own cache).
-int device_attribute(cudaDeviceAttr what) {
-  int dev = 0, value = 0;
-  FLASHLAB_CUDA(cudaGetDevice(&dev));
-  FLASHLAB_CUDA(cudaDeviceGetAttribute(&value, what, dev));
-  return value;
-}
-
 // The scheduler's two counters, one pair a stream (launches on one stream run in order; the kernel leaves
 // them at zero), allocated and zeroed at a stream's first launch on this device.
 int* tile_counter(cudaStream_t stream) {
