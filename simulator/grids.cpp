@@ -265,7 +265,7 @@ class BackwardGrid final : public CtaGrid {
   BackwardGrid(const Problem& p, const std::vector<Schedule>& s, ElementTime t, bool reverse, BackwardOrder order,
                const Deal& deal, DqSum dq)
       : base_(p, s, t), reverse_(reverse), dq_(dq) {
-    G_ = chunk_for(base_.tiles(), 1, double(kMaxSegments) / 2);
+    G_ = dq == DqSum::rotated ? 1 : chunk_for(base_.tiles(), 1, double(kMaxSegments) / 2);
     chunks_ = ceil_div(base_.Tr_max, G_);
     q_keys_ = uint32_t(p.batch * p.heads_q * chunks_);
     kv_keys_ = uint32_t(p.batch * p.heads_q * base_.Tc_max);
@@ -288,14 +288,15 @@ class BackwardGrid final : public CtaGrid {
       for (int64_t b = 0; b < p.batch; ++b)
         for (int64_t g = 0; g < p.heads_kv; ++g)
           for (int64_t x = 0; x < base_.at(b).Tc(); ++x) {
-            const int64_t j = dq == DqSum::turns ? base_.at(b).Tc() - 1 - x : x;
+            const int64_t j = turns() ? base_.at(b).Tc() - 1 - x : x;
             tiles_.push_back({int32_t(b), int32_t(g * p.group()), int32_t(j)});
           }
     }
     for (Tile& tl : tiles_) tl.walk = walk_of(base_.bands_at(tl.b).of_kv[tl.x], G_, reverse_);
     if (dq == DqSum::turns) rank_turns();
   }
-  uint32_t turn_lines() const override { return dq_ == DqSum::turns ? q_keys_ : 0; }
+  bool turns() const { return dq_ == DqSum::turns || dq_ == DqSum::rotated; }
+  uint32_t turn_lines() const override { return turns() ? q_keys_ : 0; }
   int64_t ctas() const override { return int64_t(tiles_.size()); }
   uint32_t keys() const override { return 2 * q_keys_ + 2 * kv_keys_; }
   int64_t head(int64_t c) const override { return int64_t(tiles_[c].b) * base_.p.heads_q + tiles_[c].h; }
@@ -308,7 +309,8 @@ class BackwardGrid final : public CtaGrid {
     const Band& band = base_.bands_at(tl.b).of_kv[tl.x];
     const int64_t cols = s.kv_rows(tl.x), d = base_.p.head_dim, dv = base_.p.dv();
     const int64_t n = band_chunks(c);
-    const int64_t head_k = heads_per_cta_ > 1 && n > 0 ? k / n : 0, kk = k - head_k * n;  // query head, chunk
+    const int64_t m = segments(c), place = dq_ == DqSum::rotated ? (k + tl.x % m) % m : k;  // step k's place
+    const int64_t head_k = heads_per_cta_ > 1 && n > 0 ? place / n : 0, kk = place - head_k * n;  // head, chunk
     const int64_t bh0 = int64_t(tl.b) * base_.p.heads_q + tl.h, bh = bh0 + head_k;
     const uint32_t kv_out = 2 * q_keys_ + kv_keys_ + uint32_t(bh0 * base_.Tc_max + tl.x);
     const uint32_t kv_shared = 2 * q_keys_ + uint32_t((int64_t(tl.b) * base_.p.heads_q +
@@ -323,9 +325,11 @@ class BackwardGrid final : public CtaGrid {
         out.accesses.push_back({q_key + q_keys_, rows * double(d) * 4.0, AccessKind::update});
       if (dq_ == DqSum::turns)  // the turn line is the dQ chunk's (batch, query head, chunk)
         out.turn = {q_key, ranks_[base_.sch.size() == 1 ? 0 : tl.b][c0 * base_.at(tl.b).Tc() + tl.x]};
+      if (dq_ == DqSum::rotated)
+        out.turn = {q_key, uint32_t(gpu::rotated_turn_rank(int(m), int(k), tl.x, int(s.Tc())))};
       base_.charge(out, line_elements(band, x0, x1, cols, [&](int64_t a, int64_t b) { return q_span(s, a, b); }));
     }
-    if (k + 1 == segments(c)) out.accesses.push_back({kv_out, double(cols * (d + dv)) * base_.e, AccessKind::store});
+    if (k + 1 == m) out.accesses.push_back({kv_out, double(cols * (d + dv)) * base_.e, AccessKind::store});
   }
 
  private:

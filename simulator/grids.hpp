@@ -83,7 +83,11 @@ enum class BackwardOrder {
 //            launches a head's K/V blocks from the last (fa3_bwd.cu), so a CTA waits only on CTAs launched
 //            before it. Each segment carries its Turn (replay.hpp); a turn line is a (batch, query head,
 //            chunk of Q blocks).
-enum class DqSum { atomics, none, turns };
+//   rotated  turns, with the walks rotated as fa3 rotates them without a mask where a head's K/V blocks fit
+//            on the device at once (gpu/tile_order.hpp rotates_walks, rotated_turn_rank): K/V block j starts
+//            at place j mod places, and the turns at a place go by step. The walks are replayed Q block by
+//            Q block (chunks of one), as the kernel's turns are kept.
+enum class DqSum { atomics, none, turns, rotated };
 std::unique_ptr<CtaGrid> backward_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules,
                                        ElementTime t, bool reverse, BackwardOrder order = BackwardOrder::fa2,
                                        const Deal& deal = {}, DqSum dq = DqSum::atomics);

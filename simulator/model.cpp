@@ -142,6 +142,12 @@ Cost fused_kernel(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool
   const bool fp8 = o.fp8 && algo == Algo::fa3 && !backward;  // estimate() refused it anywhere else
   KernelShape shape = kernel_shape(p, g, algo, impl, backward, o.block_m, o.block_n, fp8, part);
   if (impl == Impl::cudnn) shape.persistent = false;
+  // fa3's deterministic walks rotate without a mask where a head's K/V blocks (its grid's x, from the
+  // largest entry) fit on the device at once (gpu/fa3/fa3_bwd.cu rotate_walks).
+  if (dq == DqSum::turns &&
+      gpu::rotates_walks(!p.has_mask(), (p.seqlen_k + shape.tiling.Bc - 1) / shape.tiling.Bc,
+                         static_cast<long long>(shape.ctas_per_sm * g.sm_count)))
+    dq = DqSum::rotated;
   const bool reverse = impl == Impl::upstream;
   // flashlab's fa3 (gpu/fa3/scheduler.cuh) hands its dealt tiles out as CTAs ask, fa2's grid is dealt
   // in blockIdx order as slots free: either way how the replay dispatches a grid's tiles. The
@@ -225,7 +231,7 @@ Cost fused_kernel(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool
   // it: sm_read.cu measured 57.9 GB/s an SM so, the chip's rate over its SMs), and L2 acknowledges them,
   // another round trip, before its release is written. (l2_reduce.cu's reductions, every SM on the same
   // lines, run slower than that, 17.9 GB/s an SM, but the kernels' own reductions beat its rate: README.)
-  if (dq == DqSum::turns) {
+  if (dq == DqSum::turns || dq == DqSum::rotated) {
     setup.turn_latency_s = g.l2_latency_s;
     setup.turn_tail_s = double(shape.tiling.Br) * d * 4.0 / (g.l2_bandwidth / g.sm_count);
   }

@@ -440,21 +440,21 @@ TEST_CASE("predictions against every measured kernel: the deterministic backward
   CHECK(fa2_det.rows == 30);
   CHECK(fa2_det.time_ok >= 30);
   CHECK(fa2_det.bytes_ok >= 29);
-  const Within fa3_det = rows_within("flashlab-fa3-det-bwd-h100-2026-11-27.csv", "h100-sxm");
+  const Within fa3_det = rows_within("flashlab-fa3-det-bwd-h100-2026-11-28-v12.csv", "h100-sxm");
   CHECK(fa3_det.rows == 30);
-  CHECK(fa3_det.time_ok >= 26);
-  CHECK(fa3_det.bytes_ok >= 10);
+  CHECK(fa3_det.time_ok >= 29);
+  CHECK(fa3_det.bytes_ok >= 4);
   const Within fa2 = rows_within("flashlab-fa2-bwd-h100-2026-11-27.csv", "h100-sxm");
   CHECK(fa2.rows == 30);
   CHECK(fa2.time_ok >= 24);
   CHECK(fa2.bytes_ok >= 21);
-  const Within fa3 = rows_within("flashlab-fa3-bwd-h100-2026-11-27-v11.csv", "h100-sxm");
+  const Within fa3 = rows_within("flashlab-fa3-bwd-h100-2026-11-28-v12.csv", "h100-sxm");
   CHECK(fa3.rows == 30);
   CHECK(fa3.time_ok >= 30);
   CHECK(fa3.bytes_ok >= 18);
 }
 
-TEST_CASE("the deterministic backward: fa2's two kernels recompute S and dP; fa3's turns wait; both refused elsewhere") {
+TEST_CASE("the deterministic backward: fa2's two kernels recompute S and dP; fa3's turns rotate or wait; both refused elsewhere") {
   const GpuSpec h100 = load_gpu("h100-sxm");
   Problem p;
   p.batch = 8;
@@ -472,12 +472,18 @@ TEST_CASE("the deterministic backward: fa2's two kernels recompute S and dP; fa3
   CHECK(fa2_det.flops == doctest::Approx(1.4 * fa2.flops));
   CHECK(fa2_det.time_s > fa2.time_s);
   CHECK(fa2_det.launches == fa2.launches);  // preprocess, dkdv, dq against preprocess, dkdv, convert
-  // fa3: the same kernel and FLOPs, dQ added in turns: without a mask every K/V block of a head reaches Q block 0
-  // at once and each waits for the one launched before it, so the turns cost time here (d = 256: 0.75x
-  // measured at s = 2k, simulator/README.md).
+  // fa3: the same kernel and FLOPs, dQ added in turns. Without a mask the walks rotate where a head's K/V blocks
+  // fit on the device (32 of 64 keys here): each block finds its predecessor's turn a step old, and the turns
+  // cost little. With 256 blocks a head (s = 16k) they do not rotate: every block of a head reaches Q block 0
+  // at once and waits for the one launched before it, and the turns cost time (ncu, d = 256: 0.78x at 16k;
+  // the model's 0.99x is short of it, simulator/README.md "The deterministic backward").
   const Estimate fa3 = estimate(p, h100, Algo::fa3, Pass::bwd, o), fa3_det = estimate(p, h100, Algo::fa3, Pass::bwd, det);
   CHECK(fa3_det.flops == fa3.flops);
-  CHECK(fa3.time_s / fa3_det.time_s < 0.95);
+  CHECK(fa3.time_s / fa3_det.time_s > 0.95);
+  Problem long_one = p;
+  long_one.batch = 1;
+  long_one.seqlen_q = long_one.seqlen_k = 16384;
+  CHECK(estimate(long_one, h100, Algo::fa3, Pass::bwd, o).time_s < estimate(long_one, h100, Algo::fa3, Pass::bwd, det).time_s);
   // What is not modelled is refused, saying why.
   CHECK_THROWS_WITH_AS(estimate(p, h100, Algo::fa2, Pass::fwd, det), doctest::Contains("--pass bwd"), Error);
   Options upstream = det;
