@@ -227,13 +227,14 @@ Cost fused_kernel(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool
     setup.latency_s = g.dram_latency_s;
   }
   // Turns: a CTA's poll sees its predecessor's release one L2 round trip after it lands, then its own dQ rows
-  // for the step (Br x d floats) go to L2 at the SM's share of the L2's bandwidth (every SM streams through
-  // it: sm_read.cu measured 57.9 GB/s an SM so, the chip's rate over its SMs), and L2 acknowledges them,
-  // another round trip, before its release is written. (l2_reduce.cu's reductions, every SM on the same
-  // lines, run slower than that, 17.9 GB/s an SM, but the kernels' own reductions beat its rate: README.)
+  // for the step (Br x d floats) land in L2 at the SM's share of the chip's reduction rate (every SM adding
+  // a tile a step and waiting for it to land, as the turn's keeper or writer does: l2_reduce.cu's "tile
+  // landed"), and L2 acknowledges them, another round trip, before its release is written. The keeper (the
+  // writer at d <= 128) takes the CTA's turns one after the other, so a turn also waits for the CTA's own
+  // previous release (replay.hpp).
   if (dq == DqSum::turns || dq == DqSum::rotated) {
     setup.turn_latency_s = g.l2_latency_s;
-    setup.turn_tail_s = double(shape.tiling.Br) * d * 4.0 / (g.l2_bandwidth / g.sm_count);
+    setup.turn_tail_s = double(shape.tiling.Br) * d * 4.0 / (g.l2_reduce_bytes_per_s / g.sm_count);
   }
   KernelTimeline* tl = nullptr;
   if (o.timeline) {
@@ -270,9 +271,10 @@ Cost fused_kernel(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool
   c.t_launch = g.kernel_launch_s;
   // A persistent kernel's first wave waits for its first loads like any other (the replay charged none).
   const double first_wave = shape.persistent ? waits.first_wave : 0.0;
-  // The bandwidth bounds assume every slot streams all along; a slot waiting for its dQ turn streams
-  // nothing, so where a bandwidth binds it is reached that much later: by the average slot's wait.
-  const double turn_wait = r.turn_wait_s / double(setup.slots);
+  // The bandwidth bounds assume every slot streams all along; a slot waiting for its predecessor's dQ turn
+  // streams nothing, so where a bandwidth binds it is reached that much later: by the average slot's wait.
+  // (A slot waiting for its own rows to land is streaming them: L2's bound counts those bytes.)
+  const double turn_wait = (r.turn_wait_s - r.own_turn_wait_s) / double(setup.slots);
   c.time_s = std::max({r.makespan_s + first_wave, c.t_hbm + turn_wait, c.t_l2 + turn_wait}) + c.t_launch;
   return c;
 }
@@ -361,6 +363,10 @@ std::string deterministic_unavailable(const GpuSpec& g, Algo algo, Pass pass, co
     return "--deterministic --algo fa3: flashlab's fa3 hands each Q block's dQ from CTA to CTA through L2, and " +
            g.display_name + "'s preset has no l2_latency_s to time the hand-over (measure it with "
            "simulator/validation/microbench.cu, or give one with --set l2_latency_s=SECONDS)";
+  if (algo == Algo::fa3 && g.l2_reduce_bytes_per_s <= 0)
+    return "--deterministic --algo fa3: a CTA releases a Q block's dQ once its rows have landed in L2, and " +
+           g.display_name + "'s preset has no l2_reduce_bytes_per_s to time that (measure it with "
+           "simulator/validation/l2_reduce.cu, or give one with --set l2_reduce_bytes_per_s=BYTES_PER_S)";
   return "";
 }
 

@@ -52,6 +52,7 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
   struct Slot {
     int64_t cta = -1, next = 0, count = 0;
     CtaSpan span;
+    double released = -1;  // its CTA's last turn's release (turns only; -1: none yet)
   };
   const int64_t n = grid.ctas();
   const int64_t slots = std::max<int64_t>(1, std::min(setup.slots, n));
@@ -94,11 +95,21 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
   std::vector<Line> lines(grid.turn_lines());
   std::vector<std::vector<Parked>> parked(lines.size());
   int64_t parked_count = 0;
+  // A turn also waits for its CTA's previous one: released, then polled for this one, then its own rows.
+  auto after_own = [&](double end, int64_t s) {
+    if (slot[s].released < 0) return end;
+    const double ready = slot[s].released + setup.turn_latency_s + setup.turn_tail_s;
+    if (ready <= end) return end;
+    r.turn_wait_s += ready - end;
+    r.own_turn_wait_s += ready - end;
+    return ready;
+  };
   auto finish = [&](const Turn& turn, double end, int64_t s) {
     if (turn.line == Turn::kNone) {
       pending.push({end, s});
       return;
     }
+    end = after_own(end, s);
     Line& line = lines[turn.line];
     if (turn.rank != line.next_rank) {  // its predecessor is still to come
       parked[turn.line].push_back({turn.rank, s, end});
@@ -111,7 +122,7 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
         if (ready > end) r.turn_wait_s += ready - end, end = ready;
       }
       ++line.next_rank;
-      line.released = end + setup.turn_latency_s;
+      line.released = slot[s].released = end + setup.turn_latency_s;
       pending.push({end, s});
       auto& waiting = parked[turn.line];
       const auto next = std::find_if(waiting.begin(), waiting.end(),
@@ -162,6 +173,7 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
       }
       sl.cta = next_cta++;
       sl.next = 0;
+      sl.released = -1;
       sl.count = grid.segments(sl.cta);
       sl.span = CtaSpan{sl.cta, s, grid.head(sl.cta), t, t, 0, 0};
       if (sl.count == 0) {

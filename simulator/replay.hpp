@@ -84,8 +84,9 @@ struct ReplaySetup {
   Replacement replacement = Replacement::random;
   double time_scale = 1;          // segment seconds are per SM; the CTAs sharing an SM each run this much slower
   // Turns (a grid with turn_lines()): a segment whose predecessor on its line released at time r ends no
-  // earlier than r + turn_latency_s (its poll sees the release) + turn_tail_s (its own dQ rows leave the SM),
-  // and releases turn_latency_s after it ends (L2 acknowledges those rows before the release is written).
+  // earlier than r + turn_latency_s (its poll sees the release) + turn_tail_s (its own dQ rows land), and
+  // releases turn_latency_s after it ends (L2 acknowledges those rows before the release is written). Its
+  // CTA's previous turn is a predecessor too (one warp keeps a CTA's turns, in order: gpu/fa3/).
   double turn_latency_s = 0, turn_tail_s = 0;
 };
 
@@ -103,6 +104,7 @@ struct ReplayResult {
   double elements = 0, partial_elements = 0;
   int64_t segments = 0;
   double turn_wait_s = 0;                 // summed over segments: how much later turns made them end
+  double own_turn_wait_s = 0;             // of which, waits for the CTA's own previous turn (its rows landing)
 };
 
 // What the L2 held of one (batch, head)'s K/V as its CTAs advanced: for each of its CTAs in launch order

@@ -443,7 +443,7 @@ TEST_CASE("predictions against every measured kernel: the deterministic backward
   const Within fa3_det = rows_within("flashlab-fa3-det-bwd-h100-2026-11-28-v12.csv", "h100-sxm");
   CHECK(fa3_det.rows == 30);
   CHECK(fa3_det.time_ok >= 29);
-  CHECK(fa3_det.bytes_ok >= 4);
+  CHECK(fa3_det.bytes_ok >= 2);
   const Within fa2 = rows_within("flashlab-fa2-bwd-h100-2026-11-27.csv", "h100-sxm");
   CHECK(fa2.rows == 30);
   CHECK(fa2.time_ok >= 24);
@@ -473,13 +473,15 @@ TEST_CASE("the deterministic backward: fa2's two kernels recompute S and dP; fa3
   CHECK(fa2_det.time_s > fa2.time_s);
   CHECK(fa2_det.launches == fa2.launches);  // preprocess, dkdv, dq against preprocess, dkdv, convert
   // fa3: the same kernel and FLOPs, dQ added in turns. Without a mask the walks rotate where a head's K/V blocks
-  // fit on the device (32 of 64 keys here): each block finds its predecessor's turn a step old, and the turns
-  // cost little. With 256 blocks a head (s = 16k) they do not rotate: every block of a head reaches Q block 0
-  // at once and waits for the one launched before it, and the turns cost time (ncu, d = 256: 0.78x at 16k;
-  // the model's 0.99x is short of it, simulator/README.md "The deterministic backward").
+  // fit on the device (32 of 64 keys here): each block finds its predecessor's turn a step old, but its own
+  // previous turn's rows (64 KiB at d = 256) land more slowly than a step computes, so the turns still cost
+  // (ncu: 0.82x at s = 2k, the model 0.93x). With 256 blocks a head (s = 16k) they do not rotate: every block
+  // of a head reaches Q block 0 at once and waits for the one launched before it (ncu: 0.78x; the model is
+  // short of it, simulator/README.md "The deterministic backward").
   const Estimate fa3 = estimate(p, h100, Algo::fa3, Pass::bwd, o), fa3_det = estimate(p, h100, Algo::fa3, Pass::bwd, det);
   CHECK(fa3_det.flops == fa3.flops);
-  CHECK(fa3.time_s / fa3_det.time_s > 0.95);
+  CHECK(fa3.time_s / fa3_det.time_s > 0.85);
+  CHECK(fa3.time_s / fa3_det.time_s < 0.97);
   Problem long_one = p;
   long_one.batch = 1;
   long_one.seqlen_q = long_one.seqlen_k = 16384;
@@ -491,7 +493,10 @@ TEST_CASE("the deterministic backward: fa2's two kernels recompute S and dP; fa3
   CHECK_THROWS_WITH_AS(estimate(p, h100, Algo::fa2, Pass::bwd, upstream), doctest::Contains("--impl flashlab"), Error);
   CHECK_THROWS_WITH_AS(estimate(p, h100, Algo::fa1, Pass::bwd, det), doctest::Contains("--impl flashlab"), Error);
   CHECK_THROWS_WITH_AS(estimate(p, load_gpu("h200"), Algo::fa3, Pass::bwd, det), doctest::Contains("l2_latency_s"), Error);
-  CHECK_NOTHROW(estimate(p, load_gpu("h200", false, {"l2_latency_s=1.46e-7"}), Algo::fa3, Pass::bwd, det));
+  CHECK_THROWS_WITH_AS(estimate(p, load_gpu("h200", false, {"l2_latency_s=1.46e-7"}), Algo::fa3, Pass::bwd, det),
+                       doctest::Contains("l2_reduce_bytes_per_s"), Error);
+  CHECK_NOTHROW(estimate(p, load_gpu("h200", false, {"l2_latency_s=1.46e-7", "l2_reduce_bytes_per_s=2.7e12"}), Algo::fa3,
+                         Pass::bwd, det));
   CHECK_NOTHROW(estimate(p, h100, Algo::standard, Pass::bwd, det));  // deterministic as it is
 }
 
@@ -519,7 +524,7 @@ class TurnChain : public CtaGrid {
 };
 }  // namespace
 
-TEST_CASE("replay: turns make a pipeline, each CTA one hand-over behind the one before it") {
+TEST_CASE("replay: turns make a pipeline, each CTA one hand-over behind the one before it and its own last turn") {
   ReplaySetup setup;
   setup.slots = setup.sms = 4;
   setup.l2_capacity = 1e9;
@@ -530,6 +535,13 @@ TEST_CASE("replay: turns make a pipeline, each CTA one hand-over behind the one 
   const ReplayResult r = replay(TurnChain({0, 1, 2, 3}, 3, 10e-6), setup);
   CHECK(r.makespan_s * 1e6 == doctest::Approx(30 + 3 * 4));
   CHECK(r.turn_wait_s * 1e6 == doctest::Approx(4 + 8 + 12));  // at step 0 only: then each is ready in time
+  // A CTA's turns are kept one after the other: with 1 us steps its next turn waits for its own release
+  // (+ 1), the poll (+ 1) and its rows (+ 2): one CTA alone, three turns on lines of its own, ends at
+  // 1, 5, 9 us, all of the wait its own.
+  const ReplayResult alone = replay(TurnChain({0}, 3, 1e-6), setup);
+  CHECK(alone.makespan_s * 1e6 == doctest::Approx(9));
+  CHECK(alone.own_turn_wait_s * 1e6 == doctest::Approx(3 + 3));
+  CHECK(alone.turn_wait_s == doctest::Approx(alone.own_turn_wait_s));
   // A turn order against the launch order on too few slots would hang the GPU; the replay says so.
   setup.slots = setup.sms = 1;
   CHECK_THROWS_WITH_AS(replay(TurnChain({1, 0}, 2, 10e-6), setup), doctest::Contains("never comes"), Error);

@@ -13,6 +13,15 @@
 //   v4      red.global.add.v4.f32, 16 bytes a lane, consecutive lanes on consecutive 16-byte chunks
 // Each over a 4 MiB buffer (in L2 after the first pass), 20 passes, by 4 CTAs of 256 threads an SM (every
 // SM) or one CTA of 1024 threads (one SM alone); best of 5 after a warm-up; clocks not locked.
+// Then the kernels' own pattern (added 2026-11-28): fa3's backward at d = 256, whose two consumers (256
+// threads) add a step's 64 x 256 fp32 dQ tile (64 KiB, a warp's 512 contiguous bytes at a time, v4) into
+// its Q block's rows, one CTA an SM, over tiles that stay in L2 (2 an SM):
+//   tile distinct  CTA b at step t adds into tile (b + t) mod tiles: every CTA on its own tile at a step
+//                  (the deterministic kernel's rotated walks, and causal walks)
+//   tile shared    every CTA at step t into tile t mod tiles: all on one tile (a head's CTAs at one Q block)
+//   tile landed    distinct, each step's adds landed before the next step's begin: after the CTA's adds,
+//                  a barrier and one thread's red.release.gpu (the deterministic kernel's turn keeper,
+//                  gpu/fa3/bwd_dq_writer.cuh), then a barrier: a step's drain at full load, serialized
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -36,6 +45,26 @@ __global__ void red_v4_kernel(float* __restrict__ acc, size_t words, int passes)
       asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(acc + 4 * c), "f"(1.0f), "f"(1.0f),
                    "f"(1.0f), "f"(1.0f)
                    : "memory");
+#endif
+}
+
+// The kernels' pattern: mode 0 distinct, 1 shared, 2 landed (above).
+constexpr int kTileFloats = 64 * 256;
+__global__ void red_tile_kernel(float* __restrict__ acc, int* __restrict__ sem, int tiles, int steps, int mode) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  for (int t = 0; t < steps; ++t) {
+    const int tile = mode == 1 ? t % tiles : (blockIdx.x + t) % tiles;
+    float* base = acc + size_t(tile) * kTileFloats;
+    for (int f = threadIdx.x; f < kTileFloats / 4; f += blockDim.x)
+      asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(base + 4 * f), "f"(1.0f), "f"(1.0f),
+                   "f"(1.0f), "f"(1.0f)
+                   : "memory");
+    if (mode == 2) {
+      __syncthreads();
+      if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem + blockIdx.x) : "memory");
+      __syncthreads();
+    }
+  }
 #endif
 }
 
@@ -73,6 +102,31 @@ int main() {
   }
   CHECK(cudaFree(acc));
 
+  // The kernels' pattern: one CTA of 256 threads an SM, 2 tiles an SM (17 MB on an H100), 64 steps.
+  struct TileRow {
+    const char* name;
+    int mode;
+    double floats_per_s, step_s;
+  };
+  TileRow tile_rows[3] = {{"distinct", 0, 0, 0}, {"shared", 1, 0, 0}, {"landed", 2, 0, 0}};
+  const int tiles = 2 * sms, steps = 64;
+  int* sem = nullptr;
+  if (major >= 9) {
+    CHECK(cudaMalloc(&acc, size_t(tiles) * kTileFloats * sizeof(float)));
+    CHECK(cudaMemset(acc, 0, size_t(tiles) * kTileFloats * sizeof(float)));
+    CHECK(cudaMalloc(&sem, sms * sizeof(int)));
+    CHECK(cudaMemset(sem, 0, sms * sizeof(int)));
+    for (TileRow& r : tile_rows) {
+      const double t = time_best([&] { red_tile_kernel<<<sms, 256>>>(acc, sem, tiles, steps, r.mode); });
+      r.floats_per_s = double(sms) * steps * kTileFloats / t;
+      r.step_s = t / steps;
+      std::fprintf(stderr, "  tile %-8s %.1f G floats/s = %.2f TB/s, %.2f us a step\n", r.name, r.floats_per_s / 1e9,
+                   4 * r.floats_per_s / 1e12, r.step_s * 1e6);
+    }
+    CHECK(cudaFree(acc));
+    CHECK(cudaFree(sem));
+  }
+
   std::printf("{\n  \"device\": \"%s\",\n  \"sm_count\": %d,\n  \"clock_hz\": %.0f,\n", prop.name, sms,
               clock_khz * 1e3);
   std::printf("  \"method\": \"red.global.add (result unused) over a %zu-word L2-resident buffer, %d passes; all SMs: "
@@ -82,6 +136,15 @@ int main() {
   for (int n = 0; n < 4; ++n)
     std::printf("%s{\"width\": \"%s\", \"sms\": \"%s\", \"fp32_per_s\": %.6e, \"bytes_per_s\": %.6e}", n ? ", " : "",
                 rows[n].name, rows[n].all_sms ? "all" : "one", rows[n].floats_per_s, 4 * rows[n].floats_per_s);
+  std::printf("],\n  \"tile_method\": \"one CTA of 256 threads an SM adding a 64 x 256 fp32 tile a step (v4, a warp's "
+              "512 contiguous bytes at a time) into %d L2-resident tiles, %d steps; step_s: the kernel's time over "
+              "its steps\",\n",
+              tiles, steps);
+  std::printf("  \"tile_rows\": [");
+  for (int n = 0; n < 3; ++n)
+    std::printf("%s{\"pattern\": \"%s\", \"fp32_per_s\": %.6e, \"bytes_per_s\": %.6e, \"step_s\": %.6e}",
+                n ? ", " : "", tile_rows[n].name, tile_rows[n].floats_per_s, 4 * tile_rows[n].floats_per_s,
+                tile_rows[n].step_s);
   std::printf("]\n}\n");
   return 0;
 }
