@@ -101,17 +101,37 @@ __device__ void keep_dq_turns(const BackwardParams& p, const BwdScratch& sc, con
                               const BwdWalk<S::kBr, S::kBc>& walk, const RowMask& rm, int j, int b, int w) {
   const bool leader = threadIdx.x % 32 == 0;
   const int64_t first = block_start<S::kBr>(p, b);
+  const auto sem_at = [&](int t) {
+    return sc.sem + (int64_t(walk.head(t)) * sc.blocks + first + walk.block(t)) * S::kSems + w;
+  };
+  bool let_in = false;  // step t's turn already given (looked ahead at step t - 1)
   for (int t = 0; t < walk.steps; ++t) {
-    const int i = walk.block(t);
-    int* sem = sc.sem + (int64_t(walk.head(t)) * sc.blocks + first + i) * S::kSems + w;
-    if (leader) {
-      const int rank = turn_rank<S, kMask>(p, seq, rm, walk, t, j);
-      while (load_acquire(sem) != rank) {
+    int* sem = sem_at(t);
+    if (!let_in) {
+      if (leader) {
+        const int rank = turn_rank<S, kMask>(p, seq, rm, walk, t, j);
+        while (load_acquire(sem) != rank) {
+        }
+      }
+      __syncwarp();
+      named_arrive(kDqTurn + w, kTurnThreads);
+    }
+    named_sync(kDqAdded + w, kTurnThreads);
+    // Look ahead (not on rotated walks): if the next turn is already this block's, let the consumers in
+    // before this release, which waits for this step's adds to land; never wait on another CTA before
+    // releasing (that could cycle). On rotated walks the consumers' next adds then land before this
+    // release too, a step late for the block that follows at this Q block (0.81-0.83x of atomic at d = 256
+    // without a mask, against 0.85-0.88x, H100).
+    let_in = false;
+    if (!walk.rotated && t + 1 < walk.steps) {
+      int ready = 0;
+      if (leader) ready = load_acquire(sem_at(t + 1)) == turn_rank<S, kMask>(p, seq, rm, walk, t + 1, j);
+      ready = __shfl_sync(0xffffffffu, ready, 0);
+      if (ready) {
+        named_arrive(kDqTurn + w, kTurnThreads);
+        let_in = true;
       }
     }
-    __syncwarp();
-    named_arrive(kDqTurn + w, kTurnThreads);
-    named_sync(kDqAdded + w, kTurnThreads);
     if (leader) add_release(sem, 1);
   }
 }

@@ -112,6 +112,13 @@
 //       process, v11's walks beside it by a switch since removed (gpu-h100-2026-11-28-fa3-bwd-deterministic-
 //       v12-rotated.csv, -unrotated.csv), without a mask: d = 256 0.88-0.94x (v11 0.79-0.95x), d = 128
 //       0.96-1.10x (0.94-1.01x), d = 64 0.94-1.17x (0.90-1.14x); causal unchanged (d = 256 0.83-0.87x).
+//   v13 d = 256's turn keepers look ahead on walks that do not rotate (2026-11-28): after a step's atomics are
+//       issued, if the next turn is already this block's, the keeper lets the consumers in before it releases
+//       the step (a release waits for the adds to land, 3.2 us a 64 KiB tile with every SM at it, l2_reduce.cu),
+//       never waiting on another CTA first. One process, H100, forward + backward, deterministic against
+//       atomic (gpu-h100-2026-11-28-fa3-bwd-deterministic-v13-d256.csv): d = 256 causal 0.87-0.91x (v12
+//       0.83-0.87x), 16k without a mask (not rotated) 1.04x (0.94x), rotated 0.85-0.89x as v12; looking ahead on
+//       rotated walks too lost 3-6% there (-v13-look-ahead-everywhere-d256.csv).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
