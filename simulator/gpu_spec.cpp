@@ -61,7 +61,7 @@ void apply_override(json& j, const std::string& assignment) {
   }
   // The optional single numbers a preset may lack (parse() reads them if present) can be given here.
   static const char* const kOptional[] = {"dram_latency_s",          "l2_latency_s",
-                                          "l2_reduce_bytes_per_s",
+                                          "l2_reduce_bytes_per_s",   "l2_reduce_stream_bytes_per_s",
                                           "barrier_round_trip_s",    "sm_l2_read_bytes_per_s",
                                           "sm_dram_read_bytes_per_s", "fp8_convert_pairs_per_s",
                                           "hbm_copy_fraction"};
@@ -114,6 +114,8 @@ GpuSpec parse(const json& j, const std::string& file) {
   if (j.contains("l2_latency_s")) g.l2_latency_s = number(j, "l2_latency_s", file);
   // Optional: measured on the H100 (l2_reduce.cu); the same mode needs it too (a turn's dQ rows landing).
   if (j.contains("l2_reduce_bytes_per_s")) g.l2_reduce_bytes_per_s = number(j, "l2_reduce_bytes_per_s", file);
+  if (j.contains("l2_reduce_stream_bytes_per_s"))
+    g.l2_reduce_stream_bytes_per_s = number(j, "l2_reduce_stream_bytes_per_s", file);
   // Optional: measured on the H100 (microbench.cu); without it exchanges between warps cost nothing.
   if (j.contains("barrier_round_trip_s")) g.barrier_round_trip_s = number(j, "barrier_round_trip_s", file);
   // Optional: measured on the H100 (sm_read.cu); without them a starting CTA waits only the round trip.

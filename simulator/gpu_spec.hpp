@@ -31,6 +31,8 @@ struct GpuSpec {
   // Optional: fp32 reductions landing in L2, all SMs, a CTA an SM adding a 64 KiB tile a step and waiting for
   // it to land before the next (l2_reduce.cu's "tile landed"); 0 when unmeasured.
   double l2_reduce_bytes_per_s = 0;
+  // Optional: the same adds not waited for, every CTA on tiles of its own (l2_reduce.cu's "tile distinct").
+  double l2_reduce_stream_bytes_per_s = 0;
   double barrier_round_trip_s = 0;                        // optional: one shared-memory exchange between warps
   // Optional: the rate one SM reads at while the other SMs do not compete (sm_read.cu); 0 when unmeasured.
   double sm_l2_read_bytes_per_s = 0, sm_dram_read_bytes_per_s = 0;

@@ -231,10 +231,15 @@ Cost fused_kernel(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool
   // a tile a step and waiting for it to land, as the turn's keeper or writer does: l2_reduce.cu's "tile
   // landed"), and L2 acknowledges them, another round trip, before its release is written. The keeper (the
   // writer at d <= 128) takes the CTA's turns one after the other, so a turn also waits for the CTA's own
-  // previous release (replay.hpp).
+  // previous release (replay.hpp). At d = 256 the keepers look ahead where the walks do not rotate
+  // (gpu/fa3/bwd_dq_writer.cuh keep_dq_turns, v13): a next turn already free is given before the release, and
+  // the CTA's adds then go back to back at the SM's share of the rate adds not waited for reach.
   if (dq == DqSum::turns || dq == DqSum::rotated) {
+    const double tile = double(shape.tiling.Br) * d * 4.0;
     setup.turn_latency_s = g.l2_latency_s;
-    setup.turn_tail_s = double(shape.tiling.Br) * d * 4.0 / (g.l2_reduce_bytes_per_s / g.sm_count);
+    setup.turn_tail_s = tile / (g.l2_reduce_bytes_per_s / g.sm_count);
+    setup.turn_look_ahead = dq == DqSum::turns && gpu::fa3_padded_head_dim(p.head_dim) == 256;
+    setup.turn_stream_s = tile / (g.l2_reduce_stream_bytes_per_s / g.sm_count);
   }
   KernelTimeline* tl = nullptr;
   if (o.timeline) {
@@ -363,10 +368,10 @@ std::string deterministic_unavailable(const GpuSpec& g, Algo algo, Pass pass, co
     return "--deterministic --algo fa3: flashlab's fa3 hands each Q block's dQ from CTA to CTA through L2, and " +
            g.display_name + "'s preset has no l2_latency_s to time the hand-over (measure it with "
            "simulator/validation/microbench.cu, or give one with --set l2_latency_s=SECONDS)";
-  if (algo == Algo::fa3 && g.l2_reduce_bytes_per_s <= 0)
+  if (algo == Algo::fa3 && (g.l2_reduce_bytes_per_s <= 0 || g.l2_reduce_stream_bytes_per_s <= 0))
     return "--deterministic --algo fa3: a CTA releases a Q block's dQ once its rows have landed in L2, and " +
-           g.display_name + "'s preset has no l2_reduce_bytes_per_s to time that (measure it with "
-           "simulator/validation/l2_reduce.cu, or give one with --set l2_reduce_bytes_per_s=BYTES_PER_S)";
+           g.display_name + "'s preset lacks l2_reduce_bytes_per_s or l2_reduce_stream_bytes_per_s to time "
+           "that (measure them with simulator/validation/l2_reduce.cu, or give them with --set NAME=BYTES_PER_S)";
   return "";
 }
 

@@ -95,10 +95,16 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
   std::vector<Line> lines(grid.turn_lines());
   std::vector<std::vector<Parked>> parked(lines.size());
   int64_t parked_count = 0;
-  // A turn also waits for its CTA's previous one: released, then polled for this one, then its own rows.
-  auto after_own = [&](double end, int64_t s) {
+  // A turn also waits for its CTA's previous one: released, then polled for this one, then its own rows;
+  // or, looked ahead to (free by the time the previous one's adds were issued), only for those adds.
+  auto after_own = [&](const Turn& turn, double end, int64_t s) {
     if (slot[s].released < 0) return end;
-    const double ready = slot[s].released + setup.turn_latency_s + setup.turn_tail_s;
+    const Line& line = lines[turn.line];
+    const double previous_end = slot[s].released - setup.turn_latency_s;
+    const bool free = turn.rank == 0 || (turn.rank == line.next_rank && line.released <= slot[s].released);
+    const double ready = setup.turn_look_ahead && free
+                             ? previous_end + setup.turn_stream_s
+                             : slot[s].released + setup.turn_latency_s + setup.turn_tail_s;
     if (ready <= end) return end;
     r.turn_wait_s += ready - end;
     r.own_turn_wait_s += ready - end;
@@ -109,7 +115,7 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
       pending.push({end, s});
       return;
     }
-    end = after_own(end, s);
+    end = after_own(turn, end, s);
     Line& line = lines[turn.line];
     if (turn.rank != line.next_rank) {  // its predecessor is still to come
       parked[turn.line].push_back({turn.rank, s, end});

@@ -86,8 +86,12 @@ struct ReplaySetup {
   // Turns (a grid with turn_lines()): a segment whose predecessor on its line released at time r ends no
   // earlier than r + turn_latency_s (its poll sees the release) + turn_tail_s (its own dQ rows land), and
   // releases turn_latency_s after it ends (L2 acknowledges those rows before the release is written). Its
-  // CTA's previous turn is a predecessor too (one warp keeps a CTA's turns, in order: gpu/fa3/).
-  double turn_latency_s = 0, turn_tail_s = 0;
+  // CTA's previous turn is a predecessor too (one warp keeps a CTA's turns, in order: gpu/fa3/), unless
+  // turn_look_ahead and the turn was already free when the previous one's adds were issued (its release
+  // had reached L2 one round trip after that one ended): then it ends no earlier than turn_stream_s after
+  // the previous one (the CTA's adds back to back).
+  double turn_latency_s = 0, turn_tail_s = 0, turn_stream_s = 0;
+  bool turn_look_ahead = false;
 };
 
 // One CTA as it ran, for `flashlab estimate --timeline`.
