@@ -85,8 +85,8 @@ enum class BackwardOrder {
 //            chunk of Q blocks).
 //   rotated  turns, with the walks rotated as fa3 rotates them without a mask where a head's K/V blocks fit
 //            on the device at once (gpu/tile_order.hpp rotates_walks, rotated_turn_rank): K/V block j starts
-//            at place j mod places, and the turns at a place go by step. The walks are replayed Q block by
-//            Q block (chunks of one), as the kernel's turns are kept.
+//            at place j mod places, and the turns at a place go by step. Replayed Q block by Q block where
+//            the grid is not in chunks; in chunks, each CTA's own turns only (replay.hpp Turn).
 enum class DqSum { atomics, none, turns, rotated };
 std::unique_ptr<CtaGrid> backward_grid(const Problem& p, const std::vector<tiled::Schedule>& schedules,
                                        ElementTime t, bool reverse, BackwardOrder order = BackwardOrder::fa2,

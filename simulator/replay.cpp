@@ -97,14 +97,15 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
   int64_t parked_count = 0;
   // A turn also waits for its CTA's previous one: released, then polled for this one, then its own rows;
   // or, looked ahead to (free by the time the previous one's adds were issued), only for those adds.
+  // A segment of a chunk holds `steps` turns, each after the one before it in the same way.
   auto after_own = [&](const Turn& turn, double end, int64_t s) {
     if (slot[s].released < 0) return end;
-    const Line& line = lines[turn.line];
-    const double previous_end = slot[s].released - setup.turn_latency_s;
-    const bool free = turn.rank == 0 || (turn.rank == line.next_rank && line.released <= slot[s].released);
-    const double ready = setup.turn_look_ahead && free
-                             ? previous_end + setup.turn_stream_s
-                             : slot[s].released + setup.turn_latency_s + setup.turn_tail_s;
+    const double L = setup.turn_latency_s, previous_end = slot[s].released - L;
+    const bool free = turn.line != Turn::kOwnOnly &&
+                      (turn.rank == 0 || (turn.rank == lines[turn.line].next_rank &&
+                                          lines[turn.line].released <= slot[s].released));
+    const double each = setup.turn_look_ahead && free ? setup.turn_stream_s : 2 * L + setup.turn_tail_s;
+    const double ready = previous_end + double(turn.steps) * each;
     if (ready <= end) return end;
     r.turn_wait_s += ready - end;
     r.own_turn_wait_s += ready - end;
@@ -116,6 +117,11 @@ ReplayResult replay(const CtaGrid& grid, const ReplaySetup& setup, std::vector<C
       return;
     }
     end = after_own(turn, end, s);
+    if (turn.line == Turn::kOwnOnly) {
+      slot[s].released = end + setup.turn_latency_s;
+      pending.push({end, s});
+      return;
+    }
     Line& line = lines[turn.line];
     if (turn.rank != line.next_rank) {  // its predecessor is still to come
       parked[turn.line].push_back({turn.rank, s, end});

@@ -34,10 +34,12 @@ struct Access {
 };
 
 // A deterministic backward's turn (grids.hpp DqSum::turns): the segment adds into the dQ rows of turn line
-// `line` after the segments of ranks 0 .. rank - 1 on that line have released them.
+// `line` after the segments of ranks 0 .. rank - 1 on that line have released them. A segment of a chunk
+// holds `steps` of its CTA's turns (one a Q block), each a hand-over after the last. kOwnOnly: a chunk of
+// rotated walks, whose predecessors are steps ahead and not replayed: only its CTA's own turns count.
 struct Turn {
-  static constexpr uint32_t kNone = ~uint32_t{0};
-  uint32_t line = kNone, rank = 0;
+  static constexpr uint32_t kNone = ~uint32_t{0}, kOwnOnly = kNone - 1;
+  uint32_t line = kNone, rank = 0, steps = 1;
 };
 
 struct Segment {
