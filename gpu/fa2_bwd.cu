@@ -7,7 +7,9 @@
 //               zeroes the row's dQ scratch (atomic path).
 //   dkdv        scheduler: one CTA per (K/V block of Bc keys, kv head, batch); rows_seeing gives the Q
 //                 blocks that see the block, and the CTA walks (query head of the GQA group, Q block)
-//                 steps with counters.
+//                 steps with counters; under a mask function the blocks that need the element mask
+//                 first, then the whole ones, each kind in a loop of its own (sequence.cuh
+//                 key_block_rows, SplitWalk).
 //               producer: K_j and V_j once into shared memory; Q_i, dO_i, LSE2 and D of each step through
 //                 a 2-stage cp.async pipeline.
 //               consumer: 8 warps, along the keys (16 mma_tiles each) and along the queries or the head
@@ -57,6 +59,14 @@
 //       2026-11-27, bench/results/masks-h100-2026-11-27-fa2-bwd-warp-search.csv). Fixed the same day:
 //       a search that found no row could end one past the sequence (row_search.hpp), a wasted step here
 //       and wrong gradients in fa3 (gpu/HISTORY.md); the fix 0.98-1.02x in one process.
+//   v10 under a mask function a K/V block's partial steps and whole steps in loops of their own, the
+//       whole ones without any mask code (a whole tile had cost 1.10x an unmasked one: 7% more
+//       instructions a step), the rows and the whole Q blocks by four 32-ary searches on four warps at
+//       once: per-CTA timeline (globaltimer) on the H100, 2026-11-28, d = 64 s = 8k: a step of one
+//       document as long as the sequence 5.27 -> 4.75 us (unmasked 4.75-4.80), random documents' dK/dV
+//       kernel 2344 -> 2159 us; forward + backward against density x unmasked d = 128 documents 1.05-1.12
+//       (v9 1.11-1.18); d = 64, whose mask kernel ptxas now spills 10 instructions in its loops, 1.10-1.23
+//       (v9 1.11-1.25).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -244,12 +254,28 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
   const T* k = static_cast<const T*>(p.k) + s.k_base + g * p.k_head_stride;
   const T* v = static_cast<const T*>(p.v) + s.v_base + g * p.v_head_stride;
   const RowMask rm = row_mask<kMask>(p, s, b);
-  const RowRange rows = rows_seeing_by_warp(key0, key_end, rm);  // every lane of the CTA is here
+  // The query rows that see the block (every lane of the CTA is here); under a mask function also the Q
+  // blocks that see all of it, [full_lo, full_hi): their steps run without the element mask's code.
+  RowRange rows;
+  int full_lo = 0, full_hi = 0;
+  if constexpr (kF == Features::mask) {
+    __shared__ int met[4];
+    const KeyBlockRows kb = key_block_rows<kBr, kBcKV>(key0, key_end, rm, met);
+    rows = kb.rows;
+    full_lo = kb.full_lo;
+    full_hi = kb.full_hi;
+  } else {
+    rows = rows_seeing_by_warp(key0, key_end, rm);
+  }
   const int i_begin = rows.lo / kBr, i_end = rows.hi > rows.lo ? (rows.hi + kBr - 1) / kBr : i_begin;
   // The Q blocks walked: the run [i_begin, i_end), or under a dense mask this K/V block's list (kMask).
   const BlockWalk walk = kMask ? block_walk(p.dkdv_blocks, b, j, i_begin, i_end)
                                  : BlockWalk{nullptr, i_begin, i_end - i_begin, 0};
   const int n_i = walk.count, steps = group * n_i;
+  // Under a mask function the steps go the blocks that need the element mask first, then the whole ones,
+  // each kind in a loop of its own (below), each query head of the group in turn.
+  const SplitWalk split = split_walk(walk, full_lo, full_hi);
+  const int partial_steps = group * split.partial, whole = n_i - split.partial;
 
   // The steps walk the Q blocks of each query head of the group in turn.
   auto load_step = [&](int h, int i, int stage) {
@@ -276,7 +302,11 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
   if (steps > 0) {
     load_tile<D, kThreadsKV, kBcKV>(sm.k, k, p.k_row_stride, key0, s.sk, p.head_dim);
     load_tile<D, kThreadsKV, kBcKV>(sm.v, v, p.v_row_stride, key0, s.sk, p.head_dim);
-    load_step(g * group, walk.block(0), 0);
+    if constexpr (kF == Features::mask) {
+      load_step(g * group, partial_steps > 0 ? split.partial_block(0) : split.whole_block(0), 0);
+    } else {
+      load_step(g * group, walk.block(0), 0);
+    }
   }
   // This thread's rows of S^T (keys, local to the block): tile mt, accumulator half r.
   auto key_of = [&](int mt, int r) { return (wr * kKT + mt) * 16 + gr + 8 * r; };
@@ -296,11 +326,12 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
 
   int h = g * group, at = 0;                                         // step t's query head and place in the walk
   int h_next = at + 1 < n_i ? h : h + 1, at_next = at + 1 < n_i ? at + 1 : 0;  // step t + 1's
-  for (int t = 0; t < steps; ++t) {
-    const int stage = t & 1, row0 = walk.block(at) * kBr;
-    cp_async_wait<0>();
-    __syncthreads();  // step t's tiles are in; every warp is done with step t - 1
-    if (t + 1 < steps) load_step(h_next, walk.block(at_next), stage ^ 1);
+  // One step: Q block row0 / kBr of query head h from stage `stage`. Under a mask function a step is
+  // compiled twice, with the element mask (kPartial) and without any mask code: before v10 a whole tile
+  // of the mask kernel took 1.10x the unmasked kernel's step (7% more instructions a step in the SASS:
+  // the mask's tests and the walk's list in the loop; gpu/HISTORY.md).
+  auto step = [&](auto partial, int stage, int row0) {
+    constexpr bool kPartial = decltype(partial)::value;
     const T* sQ = sm.q[stage];
     const T* sdO = sm.d_o[stage];
 
@@ -329,8 +360,8 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
                                        ex.bias2(row, key, s.sk - s.sq), ex.z(p, row, key));
         }
     const int last_row = min(row0 + kBr, s.sq) - 1;
-    const bool edge = !(key0 >= rm.begin(last_row) && key0 + kBcKV <= rm.end(row0));
-    if (kMask && walk.list ? walk.listed_partial(at) : rm.lo && edge) {
+    const bool edge = kF != Features::mask && !(key0 >= rm.begin(last_row) && key0 + kBcKV <= rm.end(row0));
+    if (kF == Features::mask ? kPartial : kMask && walk.list ? walk.listed_partial(at) : rm.lo && edge) {
       // A mask function's rows: each element against its row's interval (this warp's rows, read once),
       // and a dense mask's bits.
 #pragma unroll
@@ -349,7 +380,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
                 acc_s[mt][n][2 * r + c] = acc_dp[mt][n][2 * r + c] = 0.f;
             }
         }
-    } else if (!rm.lo && edge) {
+    } else if (kF != Features::mask && !rm.lo && edge) {
       // Row row_t + c (c = n * 8 + (e & 1), a constant once unrolled) sees key `key` iff band_lo <=
       // key - row <= band_hi (mask.cuh's rule before its clamps) and key < sk, that is iff above >= c
       // and below <= c: two compares with a constant an element.
@@ -409,11 +440,46 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
                           row < s.sq);
         }
     }
-    h = h_next;
-    at = at_next;
-    if (++at_next == n_i) {
-      at_next = 0;
-      ++h_next;
+  };
+
+  if constexpr (kF == Features::mask) {
+    // Steps [t0, t1), all partial or all whole, n blocks a query head: the whole ones' loop holds none
+    // of the element mask's values, and a step's head and block come from counters (a division a step
+    // cost as much as the mask's tests).
+    auto run = [&](auto partial, int t0, int t1, int n) {
+      constexpr bool kPartial = decltype(partial)::value;
+      auto block = [&](int at_k) { return kPartial ? split.partial_block(at_k) : split.whole_block(at_k); };
+      int at_k = 0;
+      h = g * group;
+      for (int t = t0; t < t1; ++t) {
+        const int stage = t & 1, row0 = block(at_k) * kBr;
+        cp_async_wait<0>();
+        __syncthreads();  // step t's tiles are in; every warp is done with step t - 1
+        const bool wrap = at_k + 1 == n;  // the next step is the next head's first block
+        if (t + 1 < t1) load_step(h + wrap, block(wrap ? 0 : at_k + 1), stage ^ 1);
+        else if (t + 1 < steps) load_step(g * group, split.whole_block(0), stage ^ 1);  // the first whole step
+        step(partial, stage, row0);
+        if (++at_k == n) {
+          at_k = 0;
+          ++h;
+        }
+      }
+    };
+    run(std::true_type{}, 0, partial_steps, split.partial);
+    run(std::false_type{}, partial_steps, steps, whole);
+  } else {
+    for (int t = 0; t < steps; ++t) {
+      const int stage = t & 1, row0 = walk.block(at) * kBr;
+      cp_async_wait<0>();
+      __syncthreads();  // step t's tiles are in; every warp is done with step t - 1
+      if (t + 1 < steps) load_step(h_next, walk.block(at_next), stage ^ 1);
+      step(std::false_type{}, stage, row0);
+      h = h_next;
+      at = at_next;
+      if (++at_next == n_i) {
+        at_next = 0;
+        ++h_next;
+      }
     }
   }
 

@@ -87,6 +87,24 @@ __device__ inline BlockWalk block_walk(const BlockLists& l, int b, int line, int
   return {l.index + at * l.cross, 0, l.counts[2 * at] + l.counts[2 * at + 1], l.counts[2 * at]};
 }
 
+// A walk with the blocks that need the element mask first (k < partial), then the whole ones (fa2's dK/dV
+// under a mask function, which walks each kind in a loop of its own): a dense mask's list is in that order
+// already; a run [begin, begin + count) whose whole blocks are [full_lo, full_hi) goes the blocks before
+// those, the blocks after them, then them.
+struct SplitWalk {
+  const int* list;
+  int begin, lead, partial, full_lo, full_hi;
+  // Partial block k < partial, and whole block k < count - partial.
+  __device__ int partial_block(int k) const { return list ? list[k] : k < lead ? begin + k : full_hi + (k - lead); }
+  __device__ int whole_block(int k) const { return list ? list[partial + k] : full_lo + k; }
+};
+__device__ inline SplitWalk split_walk(const BlockWalk& w, int full_lo, int full_hi) {
+  if (w.list) return {w.list, 0, 0, w.partial, 0, 0};
+  const int end = w.begin + w.count;
+  const int lo = min(max(full_lo, w.begin), end), hi = max(min(full_hi, end), lo);
+  return {nullptr, w.begin, lo - w.begin, (lo - w.begin) + (end - hi), lo, hi};
+}
+
 // One query row's bits of a dense mask (params.hpp DenseBits); rows past sq (a last block's padding)
 // read the last row's, keys past sk are masked.
 struct BitRow {
@@ -150,6 +168,35 @@ __device__ inline RowRange rows_seeing_by_warp(int k_lo, int k_hi, const RowMask
   const int a = first_row_seeing(0, m.sq, [&](int r) { return m.end(r) > k_lo; });
   const int b = first_row_seeing(a, m.sq, [&](int r) { return m.begin(r) >= k_hi; });
   return {a, b};
+}
+// A K/V block of keys [k_lo, k_lo + kBc) under a mask function's intervals, as fa2's dK/dV kernel walks it:
+// the query rows that see any of its keys [k_lo, k_hi) (k_hi = min(k_lo + kBc, sk); rows_seeing_by_warp's
+// answer), and the Q blocks of kBr rows [full_lo, full_hi) that see all kBc of them, whose tiles need no
+// element mask: a block's last row begins by k_lo and its first row ends at k_lo + kBc or later, so (both
+// ends monotone) the blocks from the first row ending there up to the first row beginning past k_lo. Four
+// independent 32-ary searches, one a warp of warps 0-3, met in shared memory (`met`, 4 ints) rather than
+// two in a row by every warp. Every thread of the CTA must call it (it synchronizes the CTA).
+struct KeyBlockRows {
+  RowRange rows;
+  int full_lo, full_hi;
+};
+template <int kBr, int kBc>
+__device__ inline KeyBlockRows key_block_rows(int k_lo, int k_hi, const RowMask& m, int* met) {
+  const int warp = threadIdx.x / 32;
+  if (warp < 4) {
+    int row;
+    if (warp == 0) row = first_row_seeing(0, m.sq, [&](int r) { return m.end(r) > k_lo; });
+    else if (warp == 1) row = first_row_seeing(0, m.sq, [&](int r) { return m.begin(r) >= k_hi; });
+    else if (warp == 2) row = first_row_seeing(0, m.sq, [&](int r) { return m.begin(r) > k_lo; });
+    else row = first_row_seeing(0, m.sq, [&](int r) { return m.end(r) >= k_lo + kBc; });
+    if (threadIdx.x % 32 == 0) met[warp] = row;
+  }
+  __syncthreads();
+  // Rows before the first that sees a key do not begin past k_hi unless empty, and then the range is
+  // empty from there: hence the max (rows_seeing_by_warp searches from the first row for the second end).
+  const int lo = met[0], hi = met[1] > lo ? met[1] : lo;
+  const int full_hi = met[2] >= m.sq ? (m.sq + kBr - 1) / kBr : met[2] / kBr;
+  return {{lo, hi}, (met[3] + kBr - 1) / kBr, full_hi};
 }
 // The key blocks of `rows` query rows from row0 under the window rule (fa3's packed tiles: fewer rows
 // than the tile has, each seen by several heads).
