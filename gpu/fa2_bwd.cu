@@ -62,11 +62,11 @@
 //   v10 under a mask function a K/V block's partial steps and whole steps in loops of their own, the
 //       whole ones without any mask code (a whole tile had cost 1.10x an unmasked one: 7% more
 //       instructions a step), the rows and the whole Q blocks by four 32-ary searches on four warps at
-//       once: per-CTA timeline (globaltimer) on the H100, 2026-11-28, d = 64 s = 8k: a step of one
-//       document as long as the sequence 5.27 -> 4.75 us (unmasked 4.75-4.80), random documents' dK/dV
-//       kernel 2344 -> 2159 us; forward + backward against density x unmasked d = 128 documents 1.05-1.12
-//       (v9 1.11-1.18); d = 64, whose mask kernel ptxas now spills 10 instructions in its loops, 1.10-1.23
-//       (v9 1.11-1.25).
+//       once: per-CTA timelines (%globaltimer, bench/dkdv_timeline.py) of instrumented builds on the
+//       H100, 2026-11-28, d = 64 s = 8k: a step of one document as long as the sequence 5.27 -> 4.75 us
+//       (unmasked 4.75-4.80), uneven documents' dK/dV kernel 2344 -> 2159 us; uninstrumented, forward +
+//       backward against density x unmasked d = 128 documents 1.05-1.12 (v9 1.13-1.18); d = 64, whose mask
+//       kernel ptxas now spills 10 instructions in its loops, 1.10-1.23 (v9 1.11-1.25).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
