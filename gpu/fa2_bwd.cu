@@ -336,6 +336,47 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
     const T* sdO = sm.d_o[stage];
 
     // S^T = K_j Q_i^T and dP^T = V_j dO_i^T for this warp's 16 kKT keys x kQ queries.
+    // Where the tile crosses a mask function's edge (or a dense mask's holes), each element's verdict,
+    // bit (kKT n + mt) 4 + 2 c + r for query column wc kQ + 8 n + tc + c and key key_of(mt, r), taken
+    // here, before the MMAs, while only dK and dV's accumulators hold registers: the row intervals' loads
+    // then issue together, and the tests run as straight-line code (v11; taken after the MMAs, each
+    // element was a branch around a load, and a partial step cost 1.8x a whole one at d = 64).
+    const int last_row = min(row0 + kBr, s.sq) - 1;
+    const bool edge = kF != Features::mask && !(key0 >= rm.begin(last_row) && key0 + kBcKV <= rm.end(row0));
+    const bool element_mask = kF == Features::mask ? kPartial : kMask && walk.list ? walk.listed_partial(at) : rm.lo && edge;
+    constexpr int kVerdicts = kKT * kQ / 2;  // 4 a (query column, key tile) pair
+    uint32_t seen[(kVerdicts + 31) / 32] = {};
+    if (element_mask) {
+#pragma unroll
+      for (int n = 0; n < kQ / 8; ++n)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int row = row0 + wc * kQ + n * 8 + tc + c, lo = rm.begin(row), hi = rm.end(row);
+#pragma unroll
+          for (int mt = 0; mt < kKT; ++mt)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const int key = key0 + key_of(mt, r), bit = (kKT * n + mt) * 4 + 2 * c + r;
+              seen[bit / 32] |= uint32_t(key >= lo && key < hi) << (bit % 32);
+            }
+        }
+      if (kMask && p.bits.words) {
+#pragma unroll
+        for (int n = 0; n < kQ / 8; ++n)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const BitRow bits = bit_row(p.bits, b, h, row0 + wc * kQ + n * 8 + tc + c, s.sq);
+#pragma unroll
+            for (int mt = 0; mt < kKT; ++mt)
+#pragma unroll
+              for (int r = 0; r < 2; ++r) {
+                const int bit = (kKT * n + mt) * 4 + 2 * c + r;
+                seen[bit / 32] &= ~(uint32_t(!bits.visible(key0 + key_of(mt, r))) << (bit % 32));
+              }
+          }
+      }
+    }
+
     float acc_s[kKT][kQ / 8][4], acc_dp[kKT][kQ / 8][4];
 #pragma unroll
     for (int mt = 0; mt < kKT; ++mt) {
@@ -359,27 +400,16 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
           prob_grad<kSoftcap, kExtras>(acc_s[mt][n][e], acc_dp[mt][n][e], sm.lse2[stage][qc], sm.dsum[stage][qc], p,
                                        ex.bias2(row, key, s.sk - s.sq), ex.z(p, row, key));
         }
-    const int last_row = min(row0 + kBr, s.sq) - 1;
-    const bool edge = kF != Features::mask && !(key0 >= rm.begin(last_row) && key0 + kBcKV <= rm.end(row0));
-    if (kF == Features::mask ? kPartial : kMask && walk.list ? walk.listed_partial(at) : rm.lo && edge) {
-      // A mask function's rows: each element against its row's interval (this warp's rows, read once),
-      // and a dense mask's bits.
+    if (element_mask) {
 #pragma unroll
       for (int n = 0; n < kQ / 8; ++n)
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int row = row0 + wc * kQ + n * 8 + tc + c, lo = rm.begin(row), hi = rm.end(row);
-          const bool dense = kMask && p.bits.words;
-          const BitRow bits = dense ? bit_row(p.bits, b, h, row, s.sq) : BitRow{nullptr, 0};
+        for (int mt = 0; mt < kKT; ++mt)
 #pragma unroll
-          for (int mt = 0; mt < kKT; ++mt)
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int key = key0 + key_of(mt, r);
-              if (key < lo || key >= hi || (dense && !bits.visible(key)))
-                acc_s[mt][n][2 * r + c] = acc_dp[mt][n][2 * r + c] = 0.f;
-            }
-        }
+          for (int e = 0; e < 4; ++e) {
+            const int bit = (kKT * n + mt) * 4 + 2 * (e & 1) + e / 2;
+            if (!((seen[bit / 32] >> (bit % 32)) & 1u)) acc_s[mt][n][e] = acc_dp[mt][n][e] = 0.f;
+          }
     } else if (kF != Features::mask && !rm.lo && edge) {
       // Row row_t + c (c = n * 8 + (e & 1), a constant once unrolled) sees key `key` iff band_lo <=
       // key - row <= band_hi (mask.cuh's rule before its clamps) and key < sk, that is iff above >= c
