@@ -17,7 +17,8 @@
 //                   S^T = K_j Q_i^T, dP^T = V_j dO_i^T
 //                   P^T = exp2(S^T scale log2e - LSE2), dS^T / scale = P^T o (dP^T - D)   (prob_grad,
 //                     softcap's derivative folded in; ALiBi's bias off the score, dropout's keep / (1 - p)
-//                     on dP and on P for dV (the Features::extras instantiation); edge tiles masked with two compares)
+//                     on dP and on P for dV (the Features::extras instantiation); edge tiles masked with two compares;
+//                     a mask function's partial tiles by verdicts taken before the MMAs, a bit an element)
 //                   P^T, dS^T -> shared memory (the transposes the next MMAs read)
 //                   dV_j += P^T dO_i, dK_j += dS^T Q_i                   (in registers)
 //                   dQ_i += dS K_j                  (red.add into the fp32 scratch, 16 bytes a lane on sm_90)
@@ -67,6 +68,11 @@
 //       (unmasked 4.75-4.80), uneven documents' dK/dV kernel 2344 -> 2159 us; uninstrumented, forward +
 //       backward against density x unmasked d = 128 documents 1.05-1.12 (v9 1.13-1.18); d = 64, whose mask
 //       kernel ptxas now spills 10 instructions in its loops, 1.10-1.23 (v9 1.11-1.25).
+//   v11 a partial step's element verdicts taken before the S/dP MMAs (one bit an element, straight-line
+//       tests, a dense mask's bits in loops of their own), applied after: tested after the MMAs each element
+//       was a branch around a load. bench/mask_step_costs.py, H200, 2026-11-28, v10 beside it: a partial
+//       step 1.72x -> 1.43x a whole one at d = 64 (1.33x -> 1.24x at d = 128); mask_compare forward +
+//       backward against density x unmasked 0.995-1.14 on every cell (v10 up to 1.21).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
