@@ -121,6 +121,27 @@ def density(begin, end, br, bc):
     return computed / (s * s)
 
 
+def document_tiles(docs, br, bc):
+    """(whole, partial) tiles of Br query rows x Bc keys that a document mask's rows see (one head, documents
+    of these lengths packed in order): whole where every row of the tile sees every key, partial where some
+    row sees some key (validation/partial_tiles.py, mask_step_costs.py)."""
+    ends, start = [], 0
+    for length in docs:
+        ends += [(start, start + length)] * length
+        start += length
+    whole = partial = 0
+    for i in range(0, len(ends), br):
+        rows = ends[i:i + br]
+        lo, hi = min(r[0] for r in rows), max(r[1] for r in rows)
+        for j in range(lo // bc, (hi - 1) // bc + 1):
+            c0, c1 = j * bc, (j + 1) * bc
+            if all(r[0] <= c0 and c1 <= r[1] for r in rows):
+                whole += 1
+            elif any(r[0] < c1 and c0 < r[1] for r in rows):
+                partial += 1
+    return whole, partial
+
+
 def mask_cases(s, args):
     """(name, kind, value, causal, description) of each mask asked for at seqlen s."""
     cases = []

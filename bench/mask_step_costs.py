@@ -8,7 +8,7 @@ Runs on the GPU machine. Batch 2 x 8192 tokens, 16 heads, bf16, head dim --hdim.
 their times fit the step and the CTA costs), then mask_compare.py's 8k documents (2060 1727 2224 2181) and
 documents shifted by 64 keys ([64, 2048, 2048, 2048, 1984]), whose partial steps take the rest. Each kernel's time
 is torch.profiler's (kernel_times.device_times, 20 calls after 3 warm-up ones); the step counts are the dK/dV
-kernel's tiles (Bc keys x Br queries, shapes as `flashlab shapes --pass bwd`) counted here.
+kernel's tiles (Bc keys x Br queries, shapes as `flashlab shapes --pass bwd`) counted by mask_compare.document_tiles.
 
     FLASHLAB_LIBRARY=build/capi/libflashlab.so PYTHONPATH=python python3 bench/mask_step_costs.py \\
         [--hdim 64] [--other OTHER.so] [--out OUT.txt]
@@ -27,25 +27,6 @@ from kernel_times import device_times  # noqa: E402
 S, BATCH, HEADS = 8192, 2, 16
 ALIGNED = [8192, 4096, 2048, 1024, 512]
 UNEVEN = [("documents", [2060, 1727, 2224, 2181]), ("shifted 64", [64, 2048, 2048, 2048, 1984])]
-
-
-def tiles(docs, br, bc):
-    """(whole, partial) tiles of Br query rows x Bc keys that a document mask's rows see, per head."""
-    ends, start = [], 0
-    for length in docs:
-        ends += [(start, start + length)] * length
-        start += length
-    whole = partial = 0
-    for i in range(0, len(ends), br):
-        rows = ends[i:i + br]
-        lo, hi = min(r[0] for r in rows), max(r[1] for r in rows)
-        for j in range(lo // bc, (hi - 1) // bc + 1):
-            c0, c1 = j * bc, (j + 1) * bc
-            if all(r[0] <= c0 and c1 <= r[1] for r in rows):
-                whole += 1
-            elif any(r[0] < c1 and c0 < r[1] for r in rows):
-                partial += 1
-    return whole, partial
 
 
 def fit(points):
@@ -69,7 +50,7 @@ def measure(torch, lib, tensors, br, bc, say):
         t = device_times(torch, kern.forward_backward, 20)["dkdv_kernel"] * 1e3
         grads_of[name] = [g.clone() for g in grads[2:]]  # dK, dV
         kern.close()
-        whole, partial = tiles(docs, br, bc)
+        whole, partial = mc.document_tiles(docs, br, bc)
         rows.append((name, whole, partial, t))
     step, cta_total = fit([(w * HEADS * BATCH, t) for name, w, p, t in rows if name.startswith("aligned")])
     say(f"unmasked {t0:8.1f} us  | aligned documents fit: a whole step {step * 1e3:.2f} ns of the kernel "

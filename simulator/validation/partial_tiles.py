@@ -17,23 +17,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import torch  # noqa: E402
-from mask_compare import Kernel, Timer, forward_tile  # noqa: E402
+from mask_compare import Kernel, Timer, document_tiles as tiles, forward_tile  # noqa: E402
 timer = Timer(torch)
-
-def tiles(docs, br, bc):
-    ends, b = [], 0
-    for L in docs:
-        ends += [(b, b + L)] * L
-        b += L
-    full = part = 0
-    for i in range(0, len(ends), br):
-        rows = ends[i:i + br]
-        lo, hi = min(r[0] for r in rows), max(r[1] for r in rows)
-        for j in range(lo // bc, (hi - 1) // bc + 1):
-            c0, c1 = j * bc, (j + 1) * bc
-            if all(r[0] <= c0 and c1 <= r[1] for r in rows): full += 1
-            elif any(r[0] < c1 and c0 < r[1] for r in rows): part += 1
-    return full, part
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("--pass", dest="pas", default="fwd", choices=["fwd", "bwd"])
