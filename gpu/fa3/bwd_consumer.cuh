@@ -49,6 +49,7 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
     mma_over_head_dim<kBr, D, T>(acc_dp, smem_u32(&sm.v[0][w * 64][0]), sizeof(sm.v[0]),
                                  smem_u32(&sm.d_o[st][0][0][0]), sizeof(sm.d_o[0][0]));
     wgmma_commit();  // dP^T's
+    const TileVerdicts<kBr> verdicts = mask_verdicts<kBr, kBc, kMask>(seq, rm, key0, my_key, row0, tc);
 
     // P^T and dS^T in place; element (n, e): key my_key + 8 (e / 2), query row row0 + 8 n + tc + (e & 1).
     // At d = 64 (kBr = 128) P^T's exponentials run while dP^T's GEMM does (+1.5-4.9% forward+backward;
@@ -73,7 +74,7 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
       fence_regs(acc_dp);
       prob_grads<kSoftcap, kBr>(acc_s, acc_dp, sm.lse2[st], sm.dsum[st], tc, p);
     }
-    mask_tile<kBr, kBc, kMask>(acc_s, acc_dp, p, seq, rm, key0, my_key, row0, tc);
+    mask_tile<kBr, kBc, kMask>(acc_s, acc_dp, p, seq, verdicts, key0, my_key, row0, tc);
 
     // P^T and dS^T as A operands (16 query rows a k-step), dS^T into shared memory.
     uint32_t pa[kBr / 16][4], dsa[kBr / 16][4];

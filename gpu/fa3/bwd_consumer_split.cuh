@@ -58,12 +58,13 @@ __device__ void consume_bwd_split(BwdSplitSmem<S, T>& sm, const BackwardParams& 
     mma_over_head_dim<kRows, D, T>(acc_dp, smem_u32(&sm.v[0][0][0]), sizeof(sm.v[0]),
                                    smem_u32(&sm.d_o[st][0][w * kRows][0]), sizeof(sm.d_o[0][0]));
     wgmma_commit();
+    const TileVerdicts<kRows> verdicts = mask_verdicts<kRows, kBc, kMask>(seq, rm, key0, my_key, row0, tc);
     wgmma_wait<0>();
     fence_regs(acc_s);
     fence_regs(acc_dp);
     // Element (n, e): key my_key + 8 (e / 2), query row row0 + 8 n + tc + (e & 1).
     prob_grads<kSoftcap, kRows>(acc_s, acc_dp, sm.lse2[st] + w * kRows, sm.dsum[st] + w * kRows, tc, p);
-    mask_tile<kRows, kBc, kMask>(acc_s, acc_dp, p, seq, rm, key0, my_key, row0, tc);
+    mask_tile<kRows, kBc, kMask>(acc_s, acc_dp, p, seq, verdicts, key0, my_key, row0, tc);
 
     // The A operands of the four 16-row k-steps: this consumer's two (kk / 2 == w) from its accumulators,
     // written to shared memory for the other, whose two are read back once both have written (kTraded).

@@ -23,23 +23,31 @@ __device__ __forceinline__ void prob_grads(float (&acc_s)[kCols / 8][4], float (
     }
 }
 
-// Zeroes P^T and dS^T (a consumer's accumulators: keys key0 + my_key, + 8 as rows, query rows row0 ..
-// row0 + kCols - 1 as columns, element (n, e) at key my_key + 8 (e / 2), row row0 + 8 n + tc + (e & 1))
-// where the pair is masked. Rows past sq need no mask (their LSE2 is +inf); pairs outside the window
-// rule's band (mask.cuh: key - row in [band_lo, band_hi]), or, with kMask, outside a mask function's row
-// intervals, and keys past sk do. The test is skipped where the CTA's whole block of kBc keys is visible
-// to every row of the tile.
+// A mask function's verdicts on a consumer's tile of P^T and dS^T (keys key0 + my_key, + 8 as rows, query
+// rows row0 .. row0 + kCols - 1 as columns): whether the tile crosses the mask's edge (it does not when its
+// last row starts by key0, its first row runs past the CTA's last key and those keys are inside sk; row
+// intervals have monotone ends), and if so which pairs are seen, bit (2 n + c) 2 + r for query row
+// row0 + 8 n + tc + c and key my_key + 8 r. Taken while the tile's S^T and dP^T GEMMs run: its loads and
+// tests then hide under the tensor cores (v14; tested after the GEMMs, a whole step of the mask kernel cost
+// 1.15-1.22x the unmasked kernel's and a partial one 2.6-3.9x a whole one, H200, bench/mask_step_costs.py).
+template <int kCols>
+struct TileVerdicts {
+  bool partial = false;
+  uint32_t seen[(kCols / 2 + 31) / 32] = {};
+  static constexpr int bit(int n, int c, int r) { return (2 * n + c) * 2 + r; }
+  __device__ bool unseen(int n, int c, int r) const {
+    const int k = bit(n, c, r);
+    return !((seen[k / 32] >> (k % 32)) & 1u);
+  }
+};
 template <int kCols, int kBc, bool kMask>
-__device__ __forceinline__ void mask_tile(float (&acc_s)[kCols / 8][4], float (&acc_dp)[kCols / 8][4],
-                                          const BackwardParams& p, const Sequence& seq, const RowMask& rm, int key0,
-                                          int my_key, int row0, int tc) {
-  const bool keys_past_end = key0 + kBc > seq.sk;
-  const int last_row = min(row0 + kCols, seq.sq) - 1;
+__device__ __forceinline__ TileVerdicts<kCols> mask_verdicts(const Sequence& seq, const RowMask& rm, int key0,
+                                                             int my_key, int row0, int tc) {
+  TileVerdicts<kCols> v;
   if constexpr (kMask) {
-    // A mask function's row intervals (ends monotone in the row): the block is whole when its last row
-    // starts by key0 and its first row runs past its last key; else each pair is tested against its row's
-    // interval, read for this thread's query columns.
-    if (keys_past_end || rm.begin(last_row) > key0 || rm.end(row0) < key0 + kBc) {
+    const int last_row = min(row0 + kCols, seq.sq) - 1;
+    v.partial = key0 + kBc > seq.sk || rm.begin(last_row) > key0 || rm.end(row0) < key0 + kBc;
+    if (v.partial) {
 #pragma unroll
       for (int n = 0; n < kCols / 8; ++n)
 #pragma unroll
@@ -47,10 +55,34 @@ __device__ __forceinline__ void mask_tile(float (&acc_s)[kCols / 8][4], float (&
           const int row = row0 + n * 8 + tc + c, lo = rm.begin(row), hi = min(rm.end(row), seq.sk);
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
-            const int key = key0 + my_key + 8 * r;
-            if (key < lo || key >= hi) acc_s[n][2 * r + c] = acc_dp[n][2 * r + c] = 0.f;
+            const int key = key0 + my_key + 8 * r, k = TileVerdicts<kCols>::bit(n, c, r);
+            v.seen[k / 32] |= uint32_t(key >= lo && key < hi) << (k % 32);
           }
         }
+    }
+  }
+  return v;
+}
+
+// Zeroes P^T and dS^T (element (n, e) at key my_key + 8 (e / 2), row row0 + 8 n + tc + (e & 1)) where the
+// pair is masked. Rows past sq need no mask (their LSE2 is +inf); pairs outside the window rule's band
+// (mask.cuh: key - row in [band_lo, band_hi]) and keys past sk do, and with kMask the pairs `verdicts` did
+// not see. The band's test is skipped where the CTA's whole block of kBc keys is visible to every row of
+// the tile.
+template <int kCols, int kBc, bool kMask>
+__device__ __forceinline__ void mask_tile(float (&acc_s)[kCols / 8][4], float (&acc_dp)[kCols / 8][4],
+                                          const BackwardParams& p, const Sequence& seq,
+                                          const TileVerdicts<kCols>& verdicts, int key0, int my_key, int row0,
+                                          int tc) {
+  const bool keys_past_end = key0 + kBc > seq.sk;
+  const int last_row = min(row0 + kCols, seq.sq) - 1;
+  if constexpr (kMask) {
+    if (verdicts.partial) {
+#pragma unroll
+      for (int n = 0; n < kCols / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (verdicts.unseen(n, e & 1, e / 2)) acc_s[n][e] = acc_dp[n][e] = 0.f;
     }
   } else {
     const int band_lo = p.window_left < 0 ? -(1 << 30) : seq.sk - seq.sq - p.window_left;

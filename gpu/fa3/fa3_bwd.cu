@@ -119,6 +119,14 @@
 //       atomic (gpu-h100-2026-11-28-fa3-bwd-deterministic-v13-d256.csv): d = 256 causal 0.87-0.91x (v12
 //       0.83-0.87x), 16k without a mask (not rotated) 1.04x (0.94x), rotated 0.85-0.89x as v12; looking ahead on
 //       rotated walks too lost 3-6% there (-v13-look-ahead-everywhere-d256.csv).
+//   v14 under a mask function a tile's verdicts (is it partial; if so which pairs are seen, a bit each) taken
+//       while its S^T and dP^T wgmmas run, applied after (bwd_tile.cuh mask_verdicts): the loads behind them had
+//       waited after the GEMMs every step. H200, 2026-11-28, bench/mask_step_costs.py --kernel fa3 with v13 in
+//       the same process (bench/results/mask-step-costs-fa3-h200-2026-11-28.txt): d = 128 a whole step
+//       21.9 ns of the kernel (v13 23.0), documents' kernel 1956 vs 2023 us, one document as long as the
+//       sequence 5821 vs 6117 us; d = 64 unchanged (1484 vs 1474 us). What stays: at d = 64 the mask kernel's
+//       whole step is 1.15x the unmasked kernel's (one document: 3477 vs 3032 us) and a partial step costs
+//       3.6-4.0x a whole one (d = 128 2.9-3.1x), not the verdicts' work; fa2's v11 is at 1.43x.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
