@@ -349,9 +349,11 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
     // element was a branch around a load, and a partial step cost 1.8x a whole one at d = 64).
     const int last_row = min(row0 + kBr, s.sq) - 1;
     const bool edge = kF != Features::mask && !(key0 >= rm.begin(last_row) && key0 + kBcKV <= rm.end(row0));
-    const bool element_mask = kF == Features::mask ? kPartial : kMask && walk.list ? walk.listed_partial(at) : rm.lo && edge;
+    const bool element_mask =
+        kF == Features::mask ? kPartial : kMask && walk.list ? walk.listed_partial(at) : rm.lo && edge;
     constexpr int kVerdicts = kKT * kQ / 2;  // 4 a (query column, key tile) pair
     uint32_t seen[(kVerdicts + 31) / 32] = {};
+    auto seen_bit = [](int n, int c, int mt, int r) { return (kKT * n + mt) * 4 + 2 * c + r; };
     if (element_mask) {
 #pragma unroll
       for (int n = 0; n < kQ / 8; ++n)
@@ -362,7 +364,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
           for (int mt = 0; mt < kKT; ++mt)
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
-              const int key = key0 + key_of(mt, r), bit = (kKT * n + mt) * 4 + 2 * c + r;
+              const int key = key0 + key_of(mt, r), bit = seen_bit(n, c, mt, r);
               seen[bit / 32] |= uint32_t(key >= lo && key < hi) << (bit % 32);
             }
         }
@@ -376,7 +378,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
             for (int mt = 0; mt < kKT; ++mt)
 #pragma unroll
               for (int r = 0; r < 2; ++r) {
-                const int bit = (kKT * n + mt) * 4 + 2 * c + r;
+                const int bit = seen_bit(n, c, mt, r);
                 seen[bit / 32] &= ~(uint32_t(!bits.visible(key0 + key_of(mt, r))) << (bit % 32));
               }
           }
@@ -413,7 +415,7 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
         for (int mt = 0; mt < kKT; ++mt)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int bit = (kKT * n + mt) * 4 + 2 * (e & 1) + e / 2;
+            const int bit = seen_bit(n, e & 1, mt, e / 2);  // element (mt, n, e): column c = e & 1, key half r = e / 2
             if (!((seen[bit / 32] >> (bit % 32)) & 1u)) acc_s[mt][n][e] = acc_dp[mt][n][e] = 0.f;
           }
     } else if (kF != Features::mask && !rm.lo && edge) {
