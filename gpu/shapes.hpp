@@ -296,6 +296,11 @@ constexpr TileShape standard_softmax_shape(int head_dim) {
 // ---- fa3 (gpu/fa3/fa3_fwd.cu): the Hopper forward, bf16 / fp16, head dims that are multiples of 8 up to
 // 256, compiled for 64, 128 and 256 (the copy engine zero-fills the padded columns).
 constexpr int fa3_padded_head_dim(int head_dim) { return fa2_padded_head_dim(head_dim); }
+// Whether fa3's backward splits the head dim between its two consumers at this head dim: 64 keys a CTA, each
+// consumer half of dK and dV, dQ added by atomics from registers (and, deterministic, each consumer's turns
+// kept by a warp of the producer warpgroup): d = 256 (gpu/fa3/bwd_smem.cuh kSplitD, fa3_backward_shape, the
+// simulator's turn keepers).
+constexpr bool fa3_backward_splits_head_dim(int head_dim) { return fa3_padded_head_dim(head_dim) == 256; }
 constexpr const char* kFa3HeadDims = "fa3 takes head dims that are multiples of 8 from 8 to 256";
 
 // Its shared memory: Q (Br x D), `stages` K and V buffers (Bc x D each), and 1 KiB for the 1024-byte
@@ -366,9 +371,10 @@ constexpr TileShape fa3_fp8_forward_shape(int head_dim) {
 // alignment and the mbarriers. At d = 256 (the split kernel, below) no fp32 dQ, and P^T twice beside dS^T:
 // the consumers hand each other their halves of both.
 constexpr int fa3_backward_smem_bytes(int d, int block_m, int block_n, int stages) {
-  const int exchanged = d == 256 ? 4 : 2;  // dS^T twice, and at d = 256 P^T twice
+  const bool split = fa3_backward_splits_head_dim(d);
+  const int exchanged = split ? 4 : 2;  // dS^T twice, and in the split kernel P^T twice
   return 2 * block_n * d * 2 + 2 * stages * block_m * d * 2 + exchanged * block_n * block_m * 2 +
-         (d == 256 ? 0 : block_m * d * 4) + 2 * stages * block_m * 4 + 2048;
+         (split ? 0 : block_m * d * 4) + 2 * stages * block_m * 4 + 2048;
 }
 
 // Up to d = 128 each consumer warpgroup holds its 64 keys' dK and dV (64 x D fp32 each) through the whole
@@ -388,8 +394,9 @@ constexpr TileShape fa3_backward_shape(int head_dim) {
   TileShape s;
   s.kernel = "fa3_backward_kernel (gpu/fa3/fa3_bwd.cu)";
   s.head_dim = d;
+  const bool split = fa3_backward_splits_head_dim(d);
   s.block_m = d == 64 ? 128 : 64;
-  s.block_n = d == 256 ? 64 : 128;
+  s.block_n = split ? 64 : 128;
   s.warps = 12;
   s.threads = 32 * s.warps;
   s.stages = 2;

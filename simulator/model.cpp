@@ -238,7 +238,7 @@ Cost fused_kernel(const Problem& p, const GpuSpec& g, Algo algo, Impl impl, bool
     const double tile = double(shape.tiling.Br) * d * 4.0;
     setup.turn_latency_s = g.l2_latency_s;
     setup.turn_tail_s = tile / (g.l2_reduce_bytes_per_s / g.sm_count);
-    setup.turn_look_ahead = dq == DqSum::turns && gpu::fa3_padded_head_dim(p.head_dim) == 256;
+    setup.turn_look_ahead = dq == DqSum::turns && gpu::fa3_backward_splits_head_dim(p.head_dim);
     setup.turn_stream_s = tile / (g.l2_reduce_stream_bytes_per_s / g.sm_count);
   }
   KernelTimeline* tl = nullptr;

@@ -97,6 +97,13 @@ TEST_CASE("shapes: fa1_minimal, standard and the FA3 forward") {
   CHECK(b256.smem_bytes <= kH100SmemPerBlock);
   CHECK(fa3_backward_shape(200).head_dim == 256);
   CHECK_FALSE(fa3_backward_shape(264).supported());
+  // The split kernel is the padded head dims of 256 only (the kernel's kSplitD and the simulator's turn
+  // keepers ask the same predicate).
+  CHECK(fa3_backward_splits_head_dim(256));
+  CHECK(fa3_backward_splits_head_dim(200));
+  CHECK_FALSE(fa3_backward_splits_head_dim(128));
+  CHECK_FALSE(fa3_backward_splits_head_dim(72));
+  CHECK_FALSE(fa3_backward_splits_head_dim(264));
 }
 
 TEST_CASE("shapes: the lookup by name lists a pass's kernels and says why it refuses") {

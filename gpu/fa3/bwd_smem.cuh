@@ -6,6 +6,7 @@
 
 #include "../params.hpp"
 #include "../sequence.cuh"
+#include "../shapes.hpp"
 #include "ptx.cuh"
 #include "smem.cuh"
 
@@ -18,7 +19,7 @@ template <int D_, int kBr_, int kBc_ = 128>
 struct BwdShape : RegisterSplit<2, 24> {
   static constexpr int D = D_, kBr = kBr_, kBc = kBc_, kStages = 2;
   static constexpr int kConsumers = 2;
-  static constexpr bool kSplitD = D == 256;
+  static constexpr bool kSplitD = fa3_backward_splits_head_dim(D);
   static constexpr int kChunks = D / 64;  // 64-column (128-byte) blocks of a row of Q, dO, K, V
   static constexpr int kQChunks = kBr / 64;  // 64-query blocks of a row of dS^T
   // A step's dQ (kBr x D) is split between the consumers so that each computes its block with one wgmma

@@ -375,7 +375,7 @@ size_t fa3_backward_scratch_bytes(const BackwardParams& p) {
   const int64_t blocks = padded_q_blocks(p, s.block_m) * p.heads_q;
   const int64_t floats = blocks * s.block_m * (2 + s.head_dim);
   constexpr TileShape split = fa3_backward_shape(256);
-  const int sems = s.head_dim == 256 ? BwdShape<256, split.block_m, split.block_n>::kSems : 1;
+  const int sems = fa3_backward_splits_head_dim(s.head_dim) ? BwdShape<256, split.block_m, split.block_n>::kSems : 1;
   return size_t(floats) * sizeof(float) + (p.deterministic ? size_t(blocks) * sems * sizeof(int) : 0);
 }
 
