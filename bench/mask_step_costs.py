@@ -82,7 +82,10 @@ def main():
     args = ap.parse_args()
     import torch
     from flashlab import _abi
-    libs = [_abi.lib()] + ([_abi.load(args.other)] if args.other else [])
+    try:
+        libs = [_abi.lib()] + ([_abi.load(args.other)] if args.other else [])
+    except _abi.FlashlabError as e:
+        sys.exit(f"mask_step_costs.py: {e}")
     if not libs[0].flashlab_has_cuda():
         sys.exit(f"{libs[0].path} was built without CUDA: build where nvcc is installed, or set FLASHLAB_LIBRARY")
     br, bc = mc.forward_tile(args.kernel, args.hdim, "bwd")  # dK/dV's Br queries x Bc keys
@@ -103,7 +106,10 @@ def main():
     first = None
     for which, lib in zip(["library", "other"], libs):
         say(f"-- {which}: {getattr(lib, 'path', lib)}")
-        got = measure(torch, lib, args.kernel, tensors, br, bc, say)
+        try:
+            got = measure(torch, lib, args.kernel, tensors, br, bc, say)
+        except RuntimeError as e:  # the kernel refused the problem (fa3 off Hopper, say): nothing is written
+            sys.exit(f"mask_step_costs.py: {e}")
         if first is None:
             first = got
         else:

@@ -74,8 +74,6 @@ __device__ __forceinline__ void mask_tile(float (&acc_s)[kCols / 8][4], float (&
                                           const BackwardParams& p, const Sequence& seq,
                                           const TileVerdicts<kCols>& verdicts, int key0, int my_key, int row0,
                                           int tc) {
-  const bool keys_past_end = key0 + kBc > seq.sk;
-  const int last_row = min(row0 + kCols, seq.sq) - 1;
   if constexpr (kMask) {
     if (verdicts.partial) {
 #pragma unroll
@@ -85,6 +83,8 @@ __device__ __forceinline__ void mask_tile(float (&acc_s)[kCols / 8][4], float (&
           if (verdicts.unseen(n, e & 1, e / 2)) acc_s[n][e] = acc_dp[n][e] = 0.f;
     }
   } else {
+    const bool keys_past_end = key0 + kBc > seq.sk;
+    const int last_row = min(row0 + kCols, seq.sq) - 1;
     const int band_lo = p.window_left < 0 ? -(1 << 30) : seq.sk - seq.sq - p.window_left;
     const int band_hi = p.window_right < 0 ? (1 << 30) : seq.sk - seq.sq + p.window_right;
     if (keys_past_end || key0 - last_row < band_lo || key0 + kBc - 1 - row0 > band_hi) {
