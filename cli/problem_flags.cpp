@@ -39,6 +39,9 @@ void WalkFlags::add_to(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--br", br, "Br: query rows per tile")->capture_default_str();
   app.add_option("--bc", bc, "Bc: key rows per tile")->capture_default_str();
+  app.add_flag("--q-from-end", q_from_end,
+               "count Q blocks from the last row: where Br does not divide seqlen_q the ragged block is the first "
+               "(flashlab's fa3 forward tiles so: under a causal mask its padding rides the shortest walk)");
 }
 
 Problem ProblemFlags::problem() const {

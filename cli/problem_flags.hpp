@@ -37,10 +37,11 @@ struct ProblemFlags {
 struct WalkFlags {
   std::string order = "fa2";
   int64_t br = 64, bc = 64;
+  bool q_from_end = false;
 
   void add_to(CLI::App& app);
   tiled::Order parsed_order() const { return tiled::parse_order(order); }
-  tiled::Tiling tiling() const { return {br, bc}; }
+  tiled::Tiling tiling() const { return {br, bc, q_from_end}; }
 };
 
 }  // namespace flashlab::cli

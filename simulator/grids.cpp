@@ -34,7 +34,9 @@ int64_t computed_span(const Band& b, int64_t x0, int64_t x1, Span span) {
 
 // Rows of Q blocks [x0, x1) or of K/V blocks [x0, x1).
 int64_t q_span(const Schedule& s, int64_t x0, int64_t x1) {
-  return x1 <= x0 ? 0 : std::min(x1 * s.tiling().Br, s.seqlen_q()) - x0 * s.tiling().Br;
+  if (x1 <= x0) return 0;
+  const tiled::Tiling::Rows last = s.tiling().q_block(x1 - 1, s.seqlen_q());
+  return last.row0 + last.rows - s.tiling().q_block(x0, s.seqlen_q()).row0;
 }
 int64_t kv_span(const Schedule& s, int64_t x0, int64_t x1) {
   return x1 <= x0 ? 0 : std::min(x1 * s.tiling().Bc, s.seqlen_k()) - x0 * s.tiling().Bc;

@@ -40,6 +40,8 @@ ok "step backward" "store dK" -- step --seqlen 32 --order bwd --non-interactive 
 ok "step FA1 backward (Algorithm 4)" "load  dQ" -- step --seqlen 32 --order fa1-bwd --non-interactive 2
 ok "trace as CSV" "^transfer,0,0,fa2" -- trace --seqlen 64 --format csv
 ok "trace as JSON lines" '"event":"row_stats"' -- trace --seqlen 64 --order fa1
+ok "trace --q-from-end puts the ragged Q block first" "^transfer,0,0,fa2,0,,,,Q,load,0,36," -- \
+  trace --seqlen 100 --causal --br 64 --bc 32 --q-from-end --format csv
 ok "run writes o, lse and gradients" "dq.npy" -- run --impl tiled-fa1 --seqlen 40 --pass fwd+bwd --out "$work/run"
 ok "run reads its own outputs back as inputs" "o.npy" -- run --impl tiled-fa2 --q "$work/run/o.npy" --k "$work/run/o.npy" --v "$work/run/o.npy" --out "$work/run2"
 

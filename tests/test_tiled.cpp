@@ -371,3 +371,49 @@ TEST_CASE("the Schedule owns traversal: step <-> tile round trips, and the lines
   const int64_t i = f.Tr() - 1;  // a Q block that sees keys visits exactly them
   CHECK((f.visited(i).begin == f.kv_begin(i) && f.visited(i).end == f.kv_end(i)));
 }
+
+TEST_CASE("Q blocks counted from the end put the ragged block first, where a causal walk is shortest") {
+  // flashlab's fa3 forward at d = 64: 192-row tiles, 128-key blocks (gpu/shapes.hpp), s = 1024 causal.
+  const Tiling top{192, 128}, end{192, 128, true};
+  CHECK(end.q_blocks(1024) == 6);
+  CHECK((end.q_block(0, 1024).row0 == 0 && end.q_block(0, 1024).rows == 64));
+  CHECK((end.q_block(1, 1024).row0 == 64 && end.q_block(1, 1024).rows == 192));
+  CHECK((end.q_block(5, 1024).row0 == 832 && end.q_block(5, 1024).rows == 192));
+  CHECK((top.q_block(5, 1024).row0 == 960 && top.q_block(5, 1024).rows == 64));
+  CHECK((end.q_block_of(63, 1024) == 0 && end.q_block_of(64, 1024) == 1 && end.q_block_of(1023, 1024) == 5));
+  CHECK((Tiling{128, 128, true}.q_block(3, 1024).row0 == 384));  // a multiple of Br: the same blocks either way
+  const Problem causal = make(1024, 1024, 64, true);
+  const Schedule s_top(causal, 0, top, Order::fa2), s_end(causal, 0, end, Order::fa2);
+  CHECK(s_top.steps() - s_top.tiles_skipped() == 32);  // the 64-row block last, walking all 8 key blocks
+  CHECK(s_end.steps() - s_end.tiles_skipped() == 27);  // ... first, walking 1
+
+  // Every consumer of the Schedule follows: tile kinds element by element, the executor's bytes against
+  // the closed form, its outputs against the blocks counted from the start.
+  Problem window = make(333, 1000, 32, true);
+  window.window_left = 128;
+  for (const Problem& p : {make(1000, 1000, 32, true), make(300, 700, 32, true), make(333, 100, 32, true), window}) {
+    CAPTURE(p.describe());
+    const Tiling tl{96, 64, true};
+    const Schedule s(p, 0, tl, Order::fa2);
+    for (int64_t i = 0; i < s.Tr(); ++i) {
+      const Tiling::Rows rows = tl.q_block(i, p.seqlen_q);
+      for (int64_t j = 0; j < s.Tc(); ++j) {
+        int64_t visible = 0, total = 0;
+        for (int64_t r = rows.row0; r < rows.row0 + rows.rows; ++r)
+          for (int64_t c = j * 64; c < std::min<int64_t>(p.seqlen_k, (j + 1) * 64); ++c, ++total) visible += p.visible(0, r, c);
+        REQUIRE(s.classify(i, j) == (visible == 0 ? TileKind::skipped : visible == total ? TileKind::full : TileKind::partial));
+      }
+    }
+    const auto in = harness::random_inputs(p, 5);
+    ByteCounter counter;
+    const auto a = forward(p, in.q, in.k, in.v, tl, Order::fa2, &counter);
+    CHECK(counter.counts == s.closed_form());
+    const auto b = forward(p, in.q, in.k, in.v, Tiling{96, 64}, Order::fa2);
+    float off = 0;
+    for (size_t n = 0; n < a.o.data.size(); ++n) off = std::max(off, std::abs(a.o.data[n] - b.o.data[n]));
+    CHECK(off < 1e-5f);
+    ByteCounter bwd;
+    backward(p, in.q, in.k, in.v, a.o, a.lse, in.d_o, tl, &bwd, Order::backward);
+    CHECK(bwd.counts == Schedule(p, 0, tl, Order::backward).closed_form());
+  }
+}

@@ -16,7 +16,7 @@ BlockMask::BlockMask(const Problem& problem, int64_t batch_index, Tiling tiling)
   if (tiling.Br <= 0 || tiling.Bc <= 0) throw Error("tile sizes must be positive, got " + tiling.describe());
   sq_ = problem.len_q(b_);
   sk_ = problem.len_k(b_);
-  Tr_ = (sq_ + tiling.Br - 1) / tiling.Br;
+  Tr_ = tiling.q_blocks(sq_);
   Tc_ = (sk_ + tiling.Bc - 1) / tiling.Bc;
   kv_range_.assign(Tr_, {0, 0});
   q_range_.assign(Tc_, {0, 0});
@@ -29,12 +29,11 @@ BlockMask::BlockMask(const Problem& problem, int64_t batch_index, Tiling tiling)
     const int64_t heads = problem.mask.dense->varies_by_head() ? problem.heads_q : 1;  // a 2-d mask: one for all
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t r = 0; r < sq_; ++r)
-        for (int64_t c = 0; c < sk_; ++c) seen[(r / tiling.Br) * Tc_ + c / tiling.Bc] += problem.visible(b_, h, r, c);
+        for (int64_t c = 0; c < sk_; ++c) seen[tiling.q_block_of(r, sq_) * Tc_ + c / tiling.Bc] += problem.visible(b_, h, r, c);
     for (int64_t i = 0; i < Tr_; ++i)
       for (int64_t j = 0; j < Tc_; ++j) {
         const int64_t n = seen[i * Tc_ + j];
-        const int64_t all = heads * std::min(tiling.Br, sq_ - i * tiling.Br) *
-                            std::min(tiling.Bc, sk_ - j * tiling.Bc);
+        const int64_t all = heads * tiling.q_block(i, sq_).rows * std::min(tiling.Bc, sk_ - j * tiling.Bc);
         grid_[i * Tc_ + j] = n == 0 ? TileKind::skipped : n == all ? TileKind::full : TileKind::partial;
       }
     // Hulls of every line, and whether any has a hole.
@@ -63,7 +62,8 @@ BlockMask::BlockMask(const Problem& problem, int64_t batch_index, Tiling tiling)
   // has its last row visible, and the block's first row gives the union's
   // begin. Two mask evaluations a block, not one a row.
   for (int64_t i = 0; i < Tr_; ++i) {
-    const int64_t first = i * tiling.Br, last = std::min(sq_, (i + 1) * tiling.Br) - 1;
+    const Tiling::Rows rows = tiling.q_block(i, sq_);
+    const int64_t first = rows.row0, last = rows.row0 + rows.rows - 1;
     if (problem.col_begin(b_, last) >= problem.col_end(b_, last)) continue;
     const int64_t c0 = problem.col_begin(b_, first), c1 = problem.col_end(b_, last);
     kv_range_[i] = {c0 / tiling.Bc, (c1 + tiling.Bc - 1) / tiling.Bc};
@@ -82,7 +82,8 @@ BlockMask::BlockMask(const Problem& problem, int64_t batch_index, Tiling tiling)
 TileKind BlockMask::kind(int64_t i, int64_t j) const {
   if (!grid_.empty()) return grid_[i * Tc_ + j];
   if (j < kv_begin(i) || j >= kv_end(i)) return TileKind::skipped;
-  const int64_t r0 = i * tiling_.Br, r1 = std::min(sq_, r0 + tiling_.Br);
+  const Tiling::Rows rows = tiling_.q_block(i, sq_);
+  const int64_t r0 = rows.row0, r1 = rows.row0 + rows.rows;
   const int64_t c0 = j * tiling_.Bc, c1 = std::min(sk_, c0 + tiling_.Bc);
   // Every row sees the whole tile when the last row starts at or before c0
   // and the first row ends at or after c1 (both edges grow with the row).
@@ -107,7 +108,7 @@ double BlockMask::density() const {
   for (int64_t i = 0; i < Tr_; ++i)
     for (int64_t j = kv_begin(i); j < kv_end(i); ++j)
       if (kind(i, j) != TileKind::skipped)
-        computed += double(std::min(tiling_.Br, sq_ - i * tiling_.Br)) * double(std::min(tiling_.Bc, sk_ - j * tiling_.Bc));
+        computed += double(tiling_.q_block(i, sq_).rows) * double(std::min(tiling_.Bc, sk_ - j * tiling_.Bc));
   return computed / (double(sq_) * double(sk_));
 }
 

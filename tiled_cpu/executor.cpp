@@ -175,8 +175,8 @@ void HeadRun::store(const Transfer& t, const Sram& s) {
   const bool dq_pass = schedule_.order() == Order::dq;
   const bool q_side = t.tensor == TensorId::O || t.tensor == TensorId::LSE || (dq_pass && t.tensor == TensorId::dQ);
   const bool kv_side = t.tensor == TensorId::dK || t.tensor == TensorId::dV;
-  const bool nothing_seen =
-      (fa2 || dq_pass) && q_side && schedule_.kv_begin(t.row0 / tl.Br) == schedule_.kv_end(t.row0 / tl.Br);
+  const int64_t q_block = tl.q_block_of(t.row0, schedule_.seqlen_q());
+  const bool nothing_seen = (fa2 || dq_pass) && q_side && schedule_.kv_begin(q_block) == schedule_.kv_end(q_block);
   const bool no_grad = kv_side && schedule_.q_begin(t.row0 / tl.Bc) == schedule_.q_end(t.row0 / tl.Bc);
   for (int64_t r = 0; r < t.rows; ++r) {
     const int64_t row = t.row0 + r;

@@ -41,7 +41,7 @@ Schedule::Schedule(const Problem& problem, int64_t batch_index, Tiling tiling, O
   elem_ = bytes_per_element(problem.dtype);
 }
 
-int64_t Schedule::q_rows(int64_t i) const { return std::min(tiling_.Br, sq_ - i * tiling_.Br); }
+int64_t Schedule::q_rows(int64_t i) const { return tiling_.q_block(i, sq_).rows; }
 int64_t Schedule::kv_rows(int64_t j) const { return std::min(tiling_.Bc, sk_ - j * tiling_.Bc); }
 
 TileStep Schedule::step(int64_t k) const {
@@ -50,7 +50,7 @@ TileStep Schedule::step(int64_t k) const {
   const Tile t = tile_of(k);
   s.i = t.i;
   s.j = t.j;
-  s.row0 = s.i * tiling_.Br;
+  s.row0 = tiling_.q_block(s.i, sq_).row0;
   s.rows = q_rows(s.i);
   s.col0 = s.j * tiling_.Bc;
   s.cols = kv_rows(s.j);
@@ -199,8 +199,11 @@ int64_t Schedule::tiles_skipped() const { return steps() - mask_.computed_tiles(
 int64_t Schedule::inner_rows_computed(int64_t line) const {
   const Range vis = visible(line);
   if (vis.begin >= vis.end) return 0;
-  const int64_t B = q_outer() ? tiling_.Bc : tiling_.Br, n = q_outer() ? sk_ : sq_;
-  if (!mask_.has_holes()) return std::min(vis.end * B, n) - vis.begin * B;
+  if (!mask_.has_holes()) {
+    if (q_outer()) return std::min(vis.end * tiling_.Bc, sk_) - vis.begin * tiling_.Bc;
+    const Tiling::Rows last = tiling_.q_block(vis.end - 1, sq_);
+    return last.row0 + last.rows - tiling_.q_block(vis.begin, sq_).row0;
+  }
   int64_t rows = 0;
   for (int64_t x = vis.begin; x < vis.end; ++x) {
     const Tile t = q_outer() ? Tile{line, x} : Tile{x, line};

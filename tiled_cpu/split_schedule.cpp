@@ -42,7 +42,7 @@ SplitSchedule::Step SplitSchedule::step(int64_t k) const {
   t.index = k;
   t.i = e.i;
   t.j = e.j;
-  t.row0 = e.i * tiles_.tiling().Br;
+  t.row0 = tiles_.tiling().q_block(e.i, tiles_.seqlen_q()).row0;
   t.rows = tiles_.q_rows(e.i);
   auto add = [&](TensorId id, bool store, int64_t row0, int64_t rows, int64_t bytes) {
     t.transfers[t.count++] = {id, store, row0, rows, bytes};

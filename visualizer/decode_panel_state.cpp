@@ -164,7 +164,9 @@ void ShowDecodeCombine(const DecodeSession& s) {
       ImGui::TableNextColumn();
       RowLabel(s, r);
       const bool done = s.combined(r);
-      if (s.has_current() && s.current().kind == Kind::combine && s.current().tile.i == s.query_of(r) / s.schedule().tiles().tiling().Br)
+      const tiled::Schedule& tiles = s.schedule().tiles();
+      if (s.has_current() && s.current().kind == Kind::combine &&
+          s.current().tile.i == tiles.tiling().q_block_of(s.query_of(r), tiles.seqlen_q()))
         ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0, IM_COL32(90, 60, 10, 255));  // combined by this step
       for (int64_t sp = 0; sp < S; ++sp) {
         ImGui::TableNextColumn();

@@ -139,8 +139,8 @@ void DrawGrid(Walk& w, ImVec2 avail) {
       const char* state = k == pos - 1 ? "current (in SRAM)" : (k < pos - 1 ? "done" : "pending");
       ImGui::SetTooltip("tile (i=%lld, j=%lld): query rows %lld..%lld x keys %lld..%lld\n%s, step %lld of the "
                         "schedule, %s",
-                        (long long)i, (long long)j, (long long)(i * s.tiling().Br),
-                        (long long)(i * s.tiling().Br + s.q_rows(i) - 1), (long long)(j * s.tiling().Bc),
+                        (long long)i, (long long)j, (long long)s.tiling().q_block(i, s.seqlen_q()).row0,
+                        (long long)(s.tiling().q_block(i, s.seqlen_q()).row0 + s.q_rows(i) - 1), (long long)(j * s.tiling().Bc),
                         (long long)(j * s.tiling().Bc + s.kv_rows(j) - 1), tiled::to_string(kind).c_str(),
                         (long long)k, state);
     }

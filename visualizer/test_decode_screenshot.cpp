@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
       const json& x = j.at("split_state")[s].at("rows")[r];
       const std::string at = "split " + std::to_string(s) + " row " + std::to_string(r);
       const auto it = rec.last.find({s, r});
-      const bool empty = rec.empty.count({s, (r % d.q_len) / tiling.Br}) > 0;
+      const bool empty = rec.empty.count({s, tiling.q_block_of(r % d.q_len, d.q_len)}) > 0;
       if (x.at("empty").get<bool>() != empty) fail(at + ": empty differs");
       if (it == rec.last.end()) {
         if (x.at("started").get<bool>() && !empty) fail(at + ": dumped as started, no event here");
