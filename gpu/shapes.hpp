@@ -309,6 +309,17 @@ constexpr int fa3_forward_smem_bytes(int d, int block_m, int block_n, int stages
   return (block_m + 2 * stages * block_n) * d * 2 + 2048;
 }
 
+// Whether its Q blocks are counted from the sequence's end (gpu/fa3/scheduler.cuh first_row; tiled::Tiling
+// q_from_end for the simulator): the ragged block, where Br does not divide seqlen_q, the first, whose walk
+// under a causal mask or window is the shortest. That saves key blocks only where a Q block spans more rows
+// than a key block (Br > Bc: d = 64's 192 x 128, d = 256's 128 x 80); at Br = Bc a causal walk has one
+// block a Q block either way, and counting from the end measured 1-2% slower at d = 128 (H200,
+// 2026-11-28, gpu/HISTORY.md v18). Not under a mask function: its block lists, longest-first order and
+// row tables are made on the host for blocks counted from the start.
+constexpr bool fa3_forward_q_blocks_from_end(bool mask_function, int block_m, int block_n) {
+  return !mask_function && block_m > block_n;
+}
+
 // A producer warpgroup (TMA) and two consumer warpgroups of 64 query rows each (Br = 128); K/V
 // double-buffered. (Three consumers at d = 64, FA3's 192-row tiles, measured 0.83-1.06x of two: faster
 // from s = 16k, slower below; gpu/HISTORY.md v7.) Timings: gpu/fa3/fa3_fwd.cu's version index.

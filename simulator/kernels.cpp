@@ -191,6 +191,8 @@ KernelShape kernel_shape(const Problem& p, const GpuSpec& g, Algo algo, Impl imp
                       std::to_string(d) + " is not compiled: " + k.why + "; use --impl upstream to model "
                       "FlashAttention-3's kernel instead");
         s.tiling = tiled::Tiling{k.block_m, k.block_n};
+        s.tiling.q_from_end =
+            !backward && gpu::fa3_forward_q_blocks_from_end(p.mask.kind != MaskKind::none, k.block_m, k.block_n);
         if (backward || fp8) {  // the launcher's shared memory and threads
           launcher = k;
         }

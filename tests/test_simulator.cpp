@@ -256,6 +256,14 @@ TEST_CASE("predictions against every measured kernel: flashlab's fa3 forward (H1
   CHECK(w.bytes_ok >= 24);
 }
 
+// The same forward (v18: Q blocks counted from the end where Br > Bc) on an H200, a GPU no fa3 row had been
+// measured on (2026-11-28). No row chose anything; the checks guard the level measured on arrival.
+TEST_CASE("predictions against every measured kernel: flashlab's fa3 forward (H200)") {
+  const Within w = rows_within("flashlab-fa3-h200-2026-11-28-v18.csv", "h200");
+  CHECK(w.rows == 30);
+  CHECK(w.bytes_ok >= 27);
+}
+
 // flashlab's FP8 forward (its V transpose and the kernel) against its 20 ncu rows. No row chose a rate; the
 // bytes are guarded at the level measured on arrival, the time reported (simulator/README.md, "flashlab's
 // FP8 forward").

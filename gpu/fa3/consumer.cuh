@@ -135,6 +135,7 @@ __device__ __forceinline__ void p_to_a(uint32_t (&pa)[kBc / kKStep<T>][4], const
 template <class S, typename T, bool kSoftcap, bool kMask, bool kPack>
 __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileScheduler& sched, int wg) {
   constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages;
+  constexpr bool kFromEnd = fa3_forward_q_blocks_from_end(kMask, kBr, kBc);  // scheduler.cuh first_row
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int qrow = lane / 4;
   const float c = kSoftcap ? mma::kLog2e : p.scale * mma::kLog2e;  // scores -> log2 units
@@ -161,10 +162,14 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     }
     // Positions row0 .. row0 + rows - 1 (kBr of them, or packed kBr / pack of each of pack heads: thread
     // row r is head tile.head + r / rows at position row0 + r % rows; scheduler.cuh PackGQA).
-    const int rows_n = sched.rows<kBr, kPack>(), row0 = tile.m_block * rows_n;
-    if (row0 >= sq) continue;
+    // Counted from the sequence's end where kFromEnd (scheduler.cuh first_row): rows before 0 are computed
+    // and not written.
+    const int rows_n = sched.rows<kBr, kPack>();
+    if (!TileScheduler::in_sequence(tile.m_block, rows_n, sq)) continue;
+    const int row0 = TileScheduler::first_row<kFromEnd>(tile.m_block, rows_n, sq);
+    const int first = kFromEnd ? max(row0, 0) : row0;
     const auto blocks = kMask ? key_blocks<kBr, kBc>(row0, rm)
-                              : key_blocks<kBc>(row0, rows_n, sq, sk, p.window_left, p.window_right);
+                              : key_blocks<kBc>(first, row0 + rows_n - first, sq, sk, p.window_left, p.window_right);
     const BlockWalk walk = kMask ? block_walk(p.fa3_blocks, tile.batch, tile.m_block, blocks.begin, blocks.end)
                                  : BlockWalk{};
     // The walk's steps [x0, x1): block x itself (the run; the loop below then reads as it did before
@@ -269,7 +274,7 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     }
 
     // Epilogue: O_i = diag(l_i)^-1 O_i (FP8: times V's descale, into bf16), LSE_i = m_i ln 2 + ln l_i; rows
-    // past sq and padded columns left out.
+    // before 0 or past sq and padded columns left out.
     using To = std::conditional_t<sizeof(T) == 1, __nv_bfloat16, T>;
     const Sequence seq = sequence_of(p, tile.batch);
     const int rows_e = sched.rows<kBr, kPack>();  // read again: not held through the loop
@@ -279,8 +284,9 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
       float inv = l > 0.f ? 1.f / l : 0.f;
       if constexpr (sizeof(T) == 1) inv *= p.descale_v;
       const int local = wg * 64 + warp * 16 + qrow + 8 * r, head = kPack ? tile.head + local / rows_e : tile.head;
-      const int row = tile.m_block * rows_e + (kPack ? local % rows_e : local);
-      if (row >= sq) continue;
+      const int row =
+          TileScheduler::first_row<kFromEnd>(tile.m_block, rows_e, sq) + (kPack ? local % rows_e : local);
+      if ((kFromEnd && row < 0) || row >= sq) continue;
       To* o = static_cast<To*>(p.o) + seq.o_base + int64_t(head) * p.o_head_stride;
       float* lse = p.lse + seq.row_array(head, tile.batch, p);
 #pragma unroll

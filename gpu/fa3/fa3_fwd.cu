@@ -39,7 +39,10 @@
 // d = 2048, against SDPA's cuDNN backend in the same process (bench/results/gpu-h100-2026-11-27-fa3-v17.csv),
 // s = 1k-16k: d = 64 0.89-1.14x (causal 0.77-1.11x), d = 128 0.86-0.97x (causal 0.86-0.99x), d = 256
 // 0.90-1.04x (causal 0.84-0.97x); against our fa2 at d = 128, s >= 4k: 1.59-1.69x. (First sweep, v7,
-// 2026-11-23: d = 64 0.86-1.01x, d = 128 0.87-0.99x, d = 256 0.78-0.87x.)
+// 2026-11-23: d = 64 0.86-1.01x, d = 128 0.87-0.99x, d = 256 0.78-0.87x.) On an NVIDIA H200, 2026-11-28, v18,
+// the same sweep (bench/results/gpu-h200-2026-11-28-fa3-v18.csv; H200 and H100 times are not comparable):
+// d = 64 0.94-1.12x (causal 0.88-1.08x), d = 128 0.88-0.98x (causal 0.88-1.02x), d = 256 0.89-1.03x (causal
+// 0.86-1.03x); against fa2 at d = 128, s >= 4k, 1.61-1.71x.
 //
 // Version index (bench/gpu_compare.py, bench/ab_libs.py --kernel fa3; H100, the sweep above, TFLOP/s at
 // d = 128 s = 16k non-causal / causal with cuDNN's in the same run; full entries in gpu/HISTORY.md):
@@ -125,6 +128,19 @@
 //       (gpu-h100-2026-11-27-fa3-v17.csv): d = 64 0.89-1.14x cuDNN, causal 0.77-1.11x (v16 0.88-0.98x, causal
 //       0.83-1.00x). Next: a length-dependent pick (two consumers where 192-row tiles leave the longest walks
 //       mostly padding).
+//   v18 Q blocks counted from the sequence's end where a Q block is taller than a key block (d = 64's 192 x
+//       128, d = 256's 128 x 80; no mask function): the ragged block, 1024 = 5 x 192 + 64, is the first, whose
+//       causal walk is one key block, not the last, which walked all eight with two thirds of its rows
+//       padding (27 block steps against 32; scheduler.cuh first_row, shapes.hpp
+//       fa3_forward_q_blocks_from_end, the simulator's Tiling::q_from_end). In place of v17's "next": the
+//       192-row tiles keep their +3-16% and lose less at s = 1k causal. A/B in one process, both orders,
+//       NVIDIA H200, 2026-11-28 (bench/results/ab-h200-2026-11-28-fa3-v18-*.csv; geometric mean of the
+//       orders): d = 64 causal s = 1k +11.3%, 1000 +9.8%, 2k +3.2%, 4k +7.5%, 8k +1.2%, 16k -0.9%; without a
+//       mask (the same work) 0.98-1.00x; d = 256 0.96-1.02x (at s = 1000 causal, 59 block steps against 61,
+//       +1.9%). Counting from the end everywhere (d = 128 too, where Br = Bc gives every causal Q block the
+//       same walk either way) measured 1-2.6% slower at d = 128 over six A/Bs (-every-shape-d128-*.csv):
+//       d = 128's kernels (and FP8's, and the mask functions') keep v17's PTX.
+//       Against cuDNN on the H200: d = 64 causal s = 1k 0.88x (v17 in the same A/B runs 0.77-0.79x).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

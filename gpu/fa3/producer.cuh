@@ -16,6 +16,7 @@ __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileSche
   using M = Smem<S, T>;
   constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages;
   constexpr uint32_t kQBytes = kBr * D * sizeof(T), kKVBytes = kBc * D * sizeof(T);
+  constexpr bool kFromEnd = fa3_forward_q_blocks_from_end(kMask, kBr, kBc);  // scheduler.cuh first_row
   const int group = p.heads_q / p.heads_kv;
   int it = 0, tile_it = 0;  // K/V blocks and tiles issued so far: the stage and the mbarrier parities
   int t = blockIdx.x;
@@ -28,10 +29,13 @@ __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     const Tile tile = sched.at(t);
     t = sched.next(t);  // asked for now, so that the answer is back when it is needed
     const Sequence seq = sequence_of(p, tile.batch);
-    const int rows = sched.rows<kBr, kPack>(), row0 = tile.m_block * rows;  // positions (kBr unpacked)
-    if (row0 >= seq.sq) continue;  // varlen: a Q block past this sequence's end
+    const int rows = sched.rows<kBr, kPack>();  // positions (kBr unpacked)
+    if (!TileScheduler::in_sequence(tile.m_block, rows, seq.sq)) continue;  // varlen: past this sequence's end
+    const int row0 = TileScheduler::first_row<kFromEnd>(tile.m_block, rows, seq.sq);
+    const int first = kFromEnd ? max(row0, 0) : row0;  // rows before 0 see nothing worth walking for
     const auto blocks = kMask ? key_blocks<kBr, kBc>(row0, row_mask<true>(p, seq, tile.batch))
-                              : key_blocks<kBc>(row0, rows, seq.sq, seq.sk, p.window_left, p.window_right);
+                              : key_blocks<kBc>(first, row0 + rows - first, seq.sq, seq.sk, p.window_left,
+                                                p.window_right);
     const BlockWalk walk = kMask ? block_walk(p.fa3_blocks, tile.batch, tile.m_block, blocks.begin, blocks.end)
                                  : BlockWalk{};
     // The walk's steps [x0, x1): block x itself (the run, as before masks), or the walk's block x (kMask).

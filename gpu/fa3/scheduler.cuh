@@ -21,7 +21,17 @@
 // one kv head at kBr / pack positions, head-major (the Q box lands heads outermost: packed row r is query
 // head tile.head + r / rows, position row0 + r % rows), so that a short query sequence fills the tile and
 // K/V is read once for the whole group. The walk of key blocks is that of `rows` positions.
+//
+// Where a tile's rows start (first_row): where a Q block spans more rows than a key block and no mask
+// function is read (shapes.hpp fa3_forward_q_blocks_from_end), the Q blocks are counted from the sequence's
+// end, so that where sq is not a multiple of the block the ragged block is the first, rows [-(padding),
+// rows - padding), not the last. Under a causal mask or a window the first block's walk is the shortest and
+// the last's the longest; the padded rows cost a whole block's GEMMs at every step of their walk, so a
+// ragged last block pays them over the longest walk and a ragged first block over the shortest (d = 64's
+// 192-row tiles at s = 1k causal: 27 steps of 128 keys against 32). Rows before 0 are loaded (zeros by the
+// copy engine, or the previous batch entry's rows) and computed, and neither walked for nor written.
 #pragma once
+#include "../shapes.hpp"
 #include "../tile_order.hpp"
 
 namespace flashlab::gpu::fa3 {
@@ -66,6 +76,15 @@ struct TileScheduler {
   // tiles (the others keep kBr a constant).
   template <int kBr, bool kPack>
   __host__ __device__ int rows() const { return kPack ? kBr / pack : kBr; }
+  // Whether Q block m_block (of `rows` positions) has rows in a sequence of sq (varlen: the longest
+  // sequence's blocks are handed out to every entry).
+  __device__ static bool in_sequence(int m_block, int rows, int sq) { return m_block * rows < sq; }
+  // Its first position: counted from the sequence's end where kFromEnd (shapes.hpp
+  // fa3_forward_q_blocks_from_end), negative for a ragged first block.
+  template <bool kFromEnd>
+  __device__ static int first_row(int m_block, int rows, int sq) {
+    return m_block * rows - (kFromEnd ? (rows - sq % rows) % rows : 0);
+  }
 };
 
 }  // namespace flashlab::gpu::fa3
