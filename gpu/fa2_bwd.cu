@@ -76,6 +76,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <type_traits>
@@ -355,19 +356,11 @@ __global__ void __launch_bounds__(kThreadsKV, kMinBlocks) dkdv_kernel(const Back
     uint32_t seen[(kVerdicts + 31) / 32] = {};
     auto seen_bit = [](int n, int c, int mt, int r) { return (kKT * n + mt) * 4 + 2 * c + r; };
     if (element_mask) {
-#pragma unroll
-      for (int n = 0; n < kQ / 8; ++n)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int row = row0 + wc * kQ + n * 8 + tc + c, lo = rm.begin(row), hi = rm.end(row);
-#pragma unroll
-          for (int mt = 0; mt < kKT; ++mt)
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int key = key0 + key_of(mt, r), bit = seen_bit(n, c, mt, r);
-              seen[bit / 32] |= uint32_t(key >= lo && key < hi) << (bit % 32);
-            }
-        }
+      // Key m of the thread's 2 kKT is key_of(m / 2, m % 2); rm's ends are within sk already (INT_MAX: no cap).
+      seen_pairs<kQ / 8, 2 * kKT>(
+          seen, rm, INT_MAX, [=](int n, int c) { return row0 + wc * kQ + n * 8 + tc + c; },
+          [=](int m) { return key0 + key_of(m / 2, m % 2); },
+          [=](int n, int c, int m) { return seen_bit(n, c, m / 2, m % 2); });
       if (kMask && p.bits.words) {
 #pragma unroll
         for (int n = 0; n < kQ / 8; ++n)

@@ -105,6 +105,28 @@ __device__ inline SplitWalk split_walk(const BlockWalk& w, int full_lo, int full
   return {nullptr, w.begin, lo - w.begin, (lo - w.begin) + (end - hi), lo, hi};
 }
 
+// A backward thread's verdicts on the (query row, key) pairs of a tile that crosses a mask function's edge,
+// one bit a pair: for each of its kRowPairs x 2 query rows row_of(n, c) (c = 0, 1: an MMA fragment's two
+// adjacent columns) and each of its kKeys keys key_of(m), bit bit_of(n, c, m) of `seen` is set iff the row's
+// interval [begin, min(end, key_end)) holds the key. The intervals' loads issue together and the tests are
+// straight-line code, taken before the tile's GEMMs (fa2's dK/dV v11, fa3's backward v14: their layouts
+// differ, the rule is this one).
+template <int kRowPairs, int kKeys, int kWords, typename RowOf, typename KeyOf, typename BitOf>
+__device__ __forceinline__ void seen_pairs(uint32_t (&seen)[kWords], const RowMask& rm, int key_end, RowOf row_of,
+                                           KeyOf key_of, BitOf bit_of) {
+#pragma unroll
+  for (int n = 0; n < kRowPairs; ++n)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int row = row_of(n, c), lo = rm.begin(row), hi = min(rm.end(row), key_end);
+#pragma unroll
+      for (int m = 0; m < kKeys; ++m) {
+        const int key = key_of(m), bit = bit_of(n, c, m);
+        seen[bit / 32] |= uint32_t(key >= lo && key < hi) << (bit % 32);
+      }
+    }
+}
+
 // One query row's bits of a dense mask (params.hpp DenseBits); rows past sq (a last block's padding)
 // read the last row's, keys past sk are masked.
 struct BitRow {

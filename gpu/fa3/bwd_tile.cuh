@@ -47,19 +47,11 @@ __device__ __forceinline__ TileVerdicts<kCols> mask_verdicts(const Sequence& seq
   if constexpr (kMask) {
     const int last_row = min(row0 + kCols, seq.sq) - 1;
     v.partial = key0 + kBc > seq.sk || rm.begin(last_row) > key0 || rm.end(row0) < key0 + kBc;
-    if (v.partial) {
-#pragma unroll
-      for (int n = 0; n < kCols / 8; ++n)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int row = row0 + n * 8 + tc + c, lo = rm.begin(row), hi = min(rm.end(row), seq.sk);
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int key = key0 + my_key + 8 * r, k = TileVerdicts<kCols>::bit(n, c, r);
-            v.seen[k / 32] |= uint32_t(key >= lo && key < hi) << (k % 32);
-          }
-        }
-    }
+    if (v.partial)
+      seen_pairs<kCols / 8, 2>(
+          v.seen, rm, seq.sk, [&](int n, int c) { return row0 + n * 8 + tc + c; },
+          [&](int r) { return key0 + my_key + 8 * r; },
+          [](int n, int c, int r) { return TileVerdicts<kCols>::bit(n, c, r); });
   }
   return v;
 }
