@@ -46,6 +46,10 @@ void ShowControls(App& app) {
   ImGui::SetNextItemWidth(120);
   ImGui::InputScalar("Bc", ImGuiDataType_S64, &e.bc);
   HelpMarker("Key rows per tile: K_j and V_j hold Bc rows of K and V.");
+  ImGui::Checkbox("Q blocks from the end", &e.q_from_end);
+  HelpMarker("Count Q blocks from the last row, so that where Br does not divide N the ragged block is the first. "
+             "Under a causal mask the first block's walk is the shortest: its padded rows then cost the fewest "
+             "tiles (flashlab's fa3 forward tiles so where Br > Bc).");
   if (ImGui::Button("Br, Bc from GPU SRAM")) {
     try {
       const sim::GpuSpec g = sim::load_gpu(e.gpu);

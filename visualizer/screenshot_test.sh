@@ -22,6 +22,7 @@ run() {  # name, steps, then more flashlab-viz flags
 run must_show 12 --seqlen 1024 --hdim 64 --causal
 run fa1_vs_fa2 30 --seqlen 512 --hdim 32 --br 32 --bc 32 --causal --order fa1 --compare
 run backward 7 --seqlen 256 --hdim 32 --br 32 --bc 32 --causal --order bwd
+run q_from_end 10 --seqlen 1000 --hdim 64 --br 192 --bc 128 --causal --q-from-end  # fa3's d = 64 tiles
 run document_mask 30 --seqlen 1024 --hdim 64 --br 64 --bc 64 --mask document --doc-lengths 300,200,400,124 --causal
 run prefix_lm_fa1 20 --seqlen 512 --hdim 32 --br 32 --bc 32 --mask prefix-lm --prefix 100 --order fa1
 # A dense mask with holes: keys 64..127 masked for every query (K/V blocks 2 and 3 skipped inside each line).

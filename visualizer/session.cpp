@@ -100,7 +100,7 @@ size_t undo_bytes_bound(const tiled::Schedule& s, const Problem& p) {
 
 Session::Session(Settings s) : settings_(std::move(s)), problem_(settings_.problem()), version_(next_version()) {
   const Order order = tiled::parse_order(settings_.order);
-  const tiled::Tiling tiling{settings_.br, settings_.bc};
+  const tiled::Tiling tiling{settings_.br, settings_.bc, settings_.q_from_end};
   if (tiled::is_backward(order) && problem_.seqlen_q > kMaxBackwardSeqlen)
     throw Error("the backward walk needs the forward's O and LSE, computed on the CPU in O(N^2 d); seqlen " +
                 std::to_string(problem_.seqlen_q) + " is above its limit " + std::to_string(kMaxBackwardSeqlen) +
@@ -281,7 +281,7 @@ nlohmann::json Session::to_json() const {
   nlohmann::json j;
   const Settings& s = settings_;
   j["problem"] = problem_.describe();
-  j["settings"] = {{"seqlen", s.seqlen}, {"hdim", s.hdim}, {"br", s.br}, {"bc", s.bc}, {"causal", s.causal},
+  j["settings"] = {{"seqlen", s.seqlen}, {"hdim", s.hdim}, {"br", s.br}, {"bc", s.bc}, {"q_from_end", s.q_from_end}, {"causal", s.causal},
                    {"window_left", s.window_left}, {"window_right", s.window_right}, {"order", s.order},
                    {"dtype", s.dtype}, {"gpu", s.gpu}, {"seed", s.seed}, {"compare", s.compare},
                    {"skip_masked", s.skip_masked}, {"mask", s.mask}, {"prefix", s.prefix},

@@ -27,6 +27,7 @@ struct Settings {
   int64_t seqlen = 1024;        // seqlen_q = seqlen_k
   int64_t hdim = 64;
   int64_t br = 64, bc = 64;     // Br: query rows per tile, Bc: key rows per tile
+  bool q_from_end = false;      // Q blocks counted from the last row, a ragged block first (tiled::Tiling)
   bool causal = false;
   int64_t window_left = -1, window_right = -1;  // sliding window (-1: unbounded)
   std::string mask = "none";    // mask function: none | prefix-lm | document | chunked | dense (flashlab/mask.hpp)

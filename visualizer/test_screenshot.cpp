@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   p.mask.chunk = s.value("chunk", int64_t{0});
   if (!s.value("mask_file", std::string()).empty()) p.mask.dense = DenseMask::load(s["mask_file"]);
   p.validate();
-  const tiled::Tiling tiling{s["br"].get<int64_t>(), s["bc"].get<int64_t>()};
+  const tiled::Tiling tiling{s["br"].get<int64_t>(), s["bc"].get<int64_t>(), s.value("q_from_end", false)};
   const harness::Inputs inputs = harness::random_inputs(p, s["seed"].get<uint64_t>());
 
   int64_t position = -1;  // set by the first (primary) walk: the others walk in lock-step
