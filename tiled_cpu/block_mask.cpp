@@ -28,8 +28,10 @@ BlockMask::BlockMask(const Problem& problem, int64_t batch_index, Tiling tiling)
     std::vector<int64_t> seen(Tr_ * Tc_, 0);
     const int64_t heads = problem.mask.dense->varies_by_head() ? problem.heads_q : 1;  // a 2-d mask: one for all
     for (int64_t h = 0; h < heads; ++h)
-      for (int64_t r = 0; r < sq_; ++r)
-        for (int64_t c = 0; c < sk_; ++c) seen[tiling.q_block_of(r, sq_) * Tc_ + c / tiling.Bc] += problem.visible(b_, h, r, c);
+      for (int64_t r = 0; r < sq_; ++r) {
+        int64_t* line = &seen[tiling.q_block_of(r, sq_) * Tc_];
+        for (int64_t c = 0; c < sk_; ++c) line[c / tiling.Bc] += problem.visible(b_, h, r, c);
+      }
     for (int64_t i = 0; i < Tr_; ++i)
       for (int64_t j = 0; j < Tc_; ++j) {
         const int64_t n = seen[i * Tc_ + j];

@@ -166,10 +166,10 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     // and not written.
     const int rows_n = sched.rows<kBr, kPack>();
     if (!TileScheduler::in_sequence(tile.m_block, rows_n, sq)) continue;
-    const int row0 = TileScheduler::first_row<kFromEnd>(tile.m_block, rows_n, sq);
-    const int first = kFromEnd ? max(row0, 0) : row0;
+    const TileScheduler::TileRows tr = TileScheduler::tile_rows<kFromEnd>(tile.m_block, rows_n, sq);
+    const int row0 = tr.row0;
     const auto blocks = kMask ? key_blocks<kBr, kBc>(row0, rm)
-                              : key_blocks<kBc>(first, row0 + rows_n - first, sq, sk, p.window_left, p.window_right);
+                              : key_blocks<kBc>(tr.first, tr.count, sq, sk, p.window_left, p.window_right);
     const BlockWalk walk = kMask ? block_walk(p.fa3_blocks, tile.batch, tile.m_block, blocks.begin, blocks.end)
                                  : BlockWalk{};
     // The walk's steps [x0, x1): block x itself (the run; the loop below then reads as it did before

@@ -31,10 +31,10 @@ __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     const Sequence seq = sequence_of(p, tile.batch);
     const int rows = sched.rows<kBr, kPack>();  // positions (kBr unpacked)
     if (!TileScheduler::in_sequence(tile.m_block, rows, seq.sq)) continue;  // varlen: past this sequence's end
-    const int row0 = TileScheduler::first_row<kFromEnd>(tile.m_block, rows, seq.sq);
-    const int first = kFromEnd ? max(row0, 0) : row0;  // rows before 0 see nothing worth walking for
+    const TileScheduler::TileRows tr = TileScheduler::tile_rows<kFromEnd>(tile.m_block, rows, seq.sq);
+    const int row0 = tr.row0;
     const auto blocks = kMask ? key_blocks<kBr, kBc>(row0, row_mask<true>(p, seq, tile.batch))
-                              : key_blocks<kBc>(first, row0 + rows - first, seq.sq, seq.sk, p.window_left,
+                              : key_blocks<kBc>(tr.first, tr.count, seq.sq, seq.sk, p.window_left,
                                                 p.window_right);
     const BlockWalk walk = kMask ? block_walk(p.fa3_blocks, tile.batch, tile.m_block, blocks.begin, blocks.end)
                                  : BlockWalk{};

@@ -85,6 +85,18 @@ struct TileScheduler {
   __device__ static int first_row(int m_block, int rows, int sq) {
     return m_block * rows - (kFromEnd ? (rows - sq % rows) % rows : 0);
   }
+  // Its positions from row0, and the `count` from `first` that are in the sequence's start: the rows its walk
+  // of key blocks is for (the producer's and the consumers', alike).
+  struct TileRows {
+    int row0, first, count;
+  };
+  template <bool kFromEnd>
+  __device__ static TileRows tile_rows(int m_block, int rows, int sq) {
+    const int row0 = first_row<kFromEnd>(m_block, rows, sq);
+    if constexpr (!kFromEnd) return {row0, row0, rows};
+    const int first = max(row0, 0);
+    return {row0, first, row0 + rows - first};
+  }
 };
 
 }  // namespace flashlab::gpu::fa3
