@@ -303,10 +303,16 @@ constexpr int fa3_padded_head_dim(int head_dim) { return fa2_padded_head_dim(hea
 constexpr bool fa3_backward_splits_head_dim(int head_dim) { return fa3_padded_head_dim(head_dim) == 256; }
 constexpr const char* kFa3HeadDims = "fa3 takes head dims that are multiples of 8 from 8 to 256";
 
-// Its shared memory: Q (Br x D), `stages` K and V buffers (Bc x D each), and 1 KiB for the 1024-byte
-// alignment the 128-byte swizzle needs plus 1 KiB for the mbarriers.
-constexpr int fa3_forward_smem_bytes(int d, int block_m, int block_n, int stages) {
-  return (block_m + 2 * stages * block_n) * d * 2 + 2048;
+// Whether it holds two Q buffers and stages O in shared memory (gpu/fa3/epilogue.cuh): with 16-bit elements
+// (FP8's kernel keeps one Q buffer) where they fit beside the K/V stages, D <= 128 (d = 256's Q is 64 KiB).
+constexpr bool fa3_forward_stages_o(int d, int elem_bytes) { return elem_bytes == 2 && d <= 128; }
+
+// Its shared memory: Q (Br x D; two buffers, and O's staging buffer, where fa3_forward_stages_o), `stages` K
+// and V buffers (Bc x D each), and 1 KiB for the 1024-byte alignment the 128-byte swizzle needs plus 1 KiB for
+// the mbarriers.
+constexpr int fa3_forward_smem_bytes(int d, int block_m, int block_n, int stages, int elem_bytes = 2) {
+  const int q_and_o = fa3_forward_stages_o(d, elem_bytes) ? 3 : 1;
+  return (q_and_o * block_m + 2 * stages * block_n) * d * elem_bytes + 2048;
 }
 
 // Whether its Q blocks are counted from the sequence's end (gpu/fa3/scheduler.cuh first_row; tiled::Tiling
@@ -368,7 +374,7 @@ constexpr TileShape fa3_fp8_forward_shape(int head_dim) {
   s.warps = 12;
   s.threads = 384;
   s.stages = 2;  // three at d = 128 measured 0.98-1.00x of two (H100, 2026-11-24)
-  s.smem_bytes = fa3_forward_smem_bytes(d, s.block_m, s.block_n, s.stages) / 2 + 1024;  // 1-byte elements
+  s.smem_bytes = fa3_forward_smem_bytes(d, s.block_m, s.block_n, s.stages, 1);
   s.why = "the bf16 forward's roles with e4m3 operands: 128 x 128 tiles at d = 128 and 256 (1-byte elements "
           "fit 128 keys of K and V^T in two stages), V^T by a transpose kernel";
   return s;

@@ -14,6 +14,7 @@
 #include "../mask.cuh"
 #include "../mma.cuh"
 #include "../softmax.cuh"
+#include "epilogue.cuh"
 #include "head_dim_gemm.cuh"
 #include "smem.cuh"
 #include "wgmma_ops.cuh"
@@ -73,11 +74,12 @@ struct Rows {
 template <class S>
 constexpr bool kFreshDescriptors = S::D > 128;
 
-// S = Q K^T for this warpgroup's 64 rows against K in stage s (head_dim_gemm.cuh).
+// S = Q K^T for this warpgroup's 64 rows of Q buffer qb against K in stage s (head_dim_gemm.cuh).
 template <class S, typename T>
-__device__ __forceinline__ void issue_qk(float (&acc_s)[S::kBc / 8][4], Smem<S, T>& sm, int wg, int s) {
-  mma_over_head_dim<S::kBc, S::D, T, kFreshDescriptors<S>>(acc_s, smem_u32(&sm.q[0][wg * 64][0]), sizeof(sm.q[0]),
-                                                           smem_u32(&sm.k[s][0][0][0]), sizeof(sm.k[0][0]));
+__device__ __forceinline__ void issue_qk(float (&acc_s)[S::kBc / 8][4], Smem<S, T>& sm, int wg, int qb, int s) {
+  mma_over_head_dim<S::kBc, S::D, T, kFreshDescriptors<S>>(acc_s, smem_u32(&sm.q[qb][0][wg * 64][0]),
+                                                           sizeof(sm.q[0][0]), smem_u32(&sm.k[s][0][0][0]),
+                                                           sizeof(sm.k[0][0]));
   wgmma_commit();
 }
 
@@ -132,8 +134,10 @@ __device__ __forceinline__ void p_to_a(uint32_t (&pa)[kBc / kKStep<T>][4], const
 // Its blocks are the producer's (producer.cuh): a run of key_blocks, or with kMask the run of the mask
 // function's row intervals, or under a dense mask the Q block's list, partial blocks first (BlockWalk);
 // a block needs the element mask where it crosses an interval's edge, or where the list says partial.
+// O goes out through map_o where o_tma and the tile allows (epilogue.cuh).
 template <class S, typename T, bool kSoftcap, bool kMask, bool kPack>
-__device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileScheduler& sched, int wg) {
+__device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileScheduler& sched, int wg,
+                        const CUtensorMap* map_o, bool o_tma) {
   constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages;
   constexpr bool kFromEnd = fa3_forward_q_blocks_from_end(kMask, kBr, kBc);  // scheduler.cuh first_row
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
@@ -207,7 +211,9 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     uint32_t pa[kBc / kKStep<T>][4];  // P~ of the previous block as the A operand (p_to_a)
     float alpha[2];
 
-    mbar_wait(&sm.q_full, tile_it & 1);
+    // Q buffer qb (smem.cuh: two where kStagedTiles), its parity from the tiles before.
+    const int qb = warp_uniform(tile_it % Smem<S, T>::kQBuffers);
+    mbar_wait(&sm.q_full[qb], (tile_it / Smem<S, T>::kQBuffers) & 1);
     ++tile_it;
     // The step count, carried around the loop over tiles, is re-made uniform at each tile: without it ptxas
     // held it in a general register, and every K/V stage address and k-step descriptor went through general
@@ -221,12 +227,12 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
         mbar_wait(&sm.k_full[s], (it / kStages) & 1);
         turns.wait_turn();
         wgmma_fence();
-        issue_qk(acc_s, sm, wg, s);
+        issue_qk(acc_s, sm, wg, qb, s);
         turns.pass_turn();
         wgmma_wait<0>();
         fence_regs(acc_s);
         if (lane == 0) mbar_arrive(&sm.k_empty[s]);
-        if (n == 1 && lane == 0) mbar_arrive(&sm.q_empty);  // this warp's last S = Q K^T is done
+        if (n == 1 && lane == 0) mbar_arrive(&sm.q_empty[qb]);  // this warp's last S = Q K^T is done
         const int j = block(x0);
         rows.softmax(acc_s, j, needs_mask(x0, j), p, c, alpha);
         p_to_a<T, kBc>(pa, acc_s);
@@ -240,7 +246,7 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
         mbar_wait(&sm.k_full[s], (it / kStages) & 1);
         turns.wait_turn();
         wgmma_fence();
-        issue_qk(acc_s, sm, wg, s);
+        issue_qk(acc_s, sm, wg, qb, s);
         softmax::rescale(acc_o, alpha);  // alpha of block j - 1, while S_j runs
         mbar_wait(&sm.v_full[sp], ((it - 1) / kStages) & 1);
         wgmma_fence();
@@ -249,7 +255,7 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
         wgmma_wait<1>();  // S_j is done (P V may still run)
         fence_regs(acc_s);
         if (lane == 0) mbar_arrive(&sm.k_empty[s]);
-        if (x + 1 == x1 && lane == 0) mbar_arrive(&sm.q_empty);
+        if (x + 1 == x1 && lane == 0) mbar_arrive(&sm.q_empty[qb]);
         rows.softmax(acc_s, j, needs_mask(x, j), p, c, alpha);
         wgmma_wait<0>();  // P_{j-1} V_{j-1} is done: its registers and V's stage are free
         fence_regs(acc_o);
@@ -270,35 +276,16 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
         if (lane == 0) mbar_arrive(&sm.v_empty[sp]);
       }
     } else if (lane == 0) {
-      mbar_arrive(&sm.q_empty);  // no key to see: Q was not needed
+      mbar_arrive(&sm.q_empty[qb]);  // no key to see: Q was not needed
     }
 
-    // Epilogue: O_i = diag(l_i)^-1 O_i (FP8: times V's descale, into bf16), LSE_i = m_i ln 2 + ln l_i; rows
-    // before 0 or past sq and padded columns left out.
-    using To = std::conditional_t<sizeof(T) == 1, __nv_bfloat16, T>;
-    const Sequence seq = sequence_of(p, tile.batch);
-    const int rows_e = sched.rows<kBr, kPack>();  // read again: not held through the loop
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float l = softmax::quad_sum(rows.sum[r]);
-      float inv = l > 0.f ? 1.f / l : 0.f;
-      if constexpr (sizeof(T) == 1) inv *= p.descale_v;
-      const int local = wg * 64 + warp * 16 + qrow + 8 * r, head = kPack ? tile.head + local / rows_e : tile.head;
-      const int row =
-          TileScheduler::first_row<kFromEnd>(tile.m_block, rows_e, sq) + (kPack ? local % rows_e : local);
-      if ((kFromEnd && row < 0) || row >= sq) continue;
-      To* o = static_cast<To*>(p.o) + seq.o_base + int64_t(head) * p.o_head_stride;
-      float* lse = p.lse + seq.row_array(head, tile.batch, p);
-#pragma unroll
-      for (int nn = 0; nn < D / 8; ++nn) {
-        if (nn * 8 >= p.head_dim) break;
-        *reinterpret_cast<uint32_t*>(o + int64_t(row) * p.o_row_stride + nn * 8 + rows.qcol) =
-            mma::pack2<To>(acc_o[nn][2 * r] * inv, acc_o[nn][2 * r + 1] * inv);
-      }
-      if (lane % 4 == 0) lse[row] = softmax::lse(rows.max[r], c, l);
-    }
+    epilogue<S, T, kPack>(acc_o, rows.sum, rows.max, sm, p, tile,
+                          TileScheduler::first_row<kFromEnd>(tile.m_block, sched.rows<kBr, kPack>(), sq),
+                          sched.rows<kBr, kPack>(), sq, c, wg, map_o, o_tma);
   }
   turns.finish();
+  if constexpr (kStagedTiles<S, T>)
+    if (threadIdx.x % 128 == 0) bulk_wait<0>();  // the last staged store has read its shared memory
 }
 
 }  // namespace flashlab::gpu::fa3

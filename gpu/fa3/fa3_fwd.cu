@@ -173,7 +173,7 @@ template <class S, typename T, bool kSoftcap, bool kMask, bool kPack>
 __global__ void __launch_bounds__(S::kThreads, 1)
     fa3_forward_kernel(const __grid_constant__ AttentionParams p, const __grid_constant__ CUtensorMap map_q,
                        const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
-                       const TileScheduler sched) {
+                       const __grid_constant__ CUtensorMap map_o, const TileScheduler sched, const bool o_tma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // sm_90a only: other targets compile an empty kernel, never launched
   extern __shared__ unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<Smem<S, T>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -182,8 +182,11 @@ __global__ void __launch_bounds__(S::kThreads, 1)
     tma_prefetch_map(&map_q);
     tma_prefetch_map(&map_k);
     tma_prefetch_map(&map_v);
-    mbar_init(&sm.q_full, 1);
-    mbar_init(&sm.q_empty, S::kConsumerWarps);
+    if (o_tma) tma_prefetch_map(&map_o);
+    for (int b = 0; b < Smem<S, T>::kQBuffers; ++b) {
+      mbar_init(&sm.q_full[b], 1);
+      mbar_init(&sm.q_empty[b], S::kConsumerWarps);
+    }
     for (int s = 0; s < S::kStages; ++s) {
       mbar_init(&sm.k_full[s], 1);
       mbar_init(&sm.v_full[s], 1);
@@ -203,7 +206,7 @@ __global__ void __launch_bounds__(S::kThreads, 1)
     if (threadIdx.x == 0) produce<S, T, kMask, kPack>(sm, p, sched, &map_q, &map_k, &map_v);
   } else {
     regs_alloc<S::kConsumerRegs>();
-    consume<S, T, kSoftcap, kMask, kPack>(sm, p, sched, wg - 1);
+    consume<S, T, kSoftcap, kMask, kPack>(sm, p, sched, wg - 1, &map_o, o_tma);
   }
 #endif
 }
@@ -268,6 +271,14 @@ TileScheduler scheduler_of(const AttentionParams& p, int br, int d, int elem_byt
                        longest_first, sections, tile_counter(stream)};
 }
 
+// Whether a launch's O can go out through a tensor map (epilogue.cuh's staged stores): the map's 16-byte aligned
+// base and strides, batch and sequence folded into rows as Q's map folds them.
+bool o_fits_tensor_map(const AttentionParams& p) {
+  const bool folded = p.cu_seqlens_q || p.o_batch_stride == int64_t(p.seqlen_q) * p.o_row_stride;
+  return folded && reinterpret_cast<uintptr_t>(p.o) % 16 == 0 && (p.o_row_stride * 2) % 16 == 0 &&
+         (p.o_head_stride * 2) % 16 == 0;
+}
+
 template <int D, typename T>
 void launch(const AttentionParams& p, cudaStream_t stream) {
   using S = typename KernelOf<D, T>::type;
@@ -304,8 +315,13 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
     else return pack > 1 ? &fa3_forward_kernel<S, T, kCap, false, true> : &fa3_forward_kernel<S, T, kCap, false, false>;
   });
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // O through the copy engine where the kernel stages it (16-bit, D <= 128), its tiles are not packed and the
+  // strides allow; each consumer warpgroup stores its 64 rows (epilogue.cuh).
+  const bool o_tma = kStagedTiles<S, T> && pack == 1 && o_fits_tensor_map(p);
+  const CUtensorMap map_o =
+      o_tma ? rows_heads_map(p.o, q_rows, p.heads_q, p.head_dim, p.o_row_stride, p.o_head_stride, 64) : map_q;
   const int grid = std::min(sched.count(), device_attribute(cudaDevAttrMultiProcessorCount));
-  kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, sched);
+  kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, map_o, sched, o_tma);
   FLASHLAB_CUDA_LAUNCHED();
 }
 
@@ -401,7 +417,7 @@ void launch_fp8(const AttentionParams& in, cudaStream_t stream) {
                                                   : &fa3_forward_kernel<S, T, false, false, false>);
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int grid = std::min(sched.count(), device_attribute(cudaDevAttrMultiProcessorCount));
-  kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, sched);
+  kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, map_q, sched, false);  // O stored directly
   FLASHLAB_CUDA_LAUNCHED();
 }
 

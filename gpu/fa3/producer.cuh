@@ -44,11 +44,14 @@ __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     // Q's box is `rows` rows of sched.pack heads from tile.head (fa3_fwd.cu's map_q).
     const int kv_head = tile.head / group, k_rows = int(seq.k_row_base);
 
-    mbar_wait(&sm.q_empty, (tile_it & 1) ^ 1);  // the previous tile's last S = Q K^T is done
-    mbar_arrive_expect_tx(&sm.q_full, kQBytes);
+    // Q into its buffer once the tile that last used it has done its last S = Q K^T (with two buffers the tile
+    // before the previous one: the load goes out while the previous tile's last blocks run).
+    const int qb = tile_it % M::kQBuffers;
+    mbar_wait(&sm.q_empty[qb], ((tile_it / M::kQBuffers) & 1) ^ 1);
+    mbar_arrive_expect_tx(&sm.q_full[qb], kQBytes);
 #pragma unroll
     for (int c = 0; c < M::kChunks; ++c)
-      tma_load_3d(&sm.q[c][0][0], map_q, &sm.q_full, c * M::kRow, int(seq.row_base) + row0, tile.head);
+      tma_load_3d(&sm.q[qb][c][0][0], map_q, &sm.q_full[qb], c * M::kRow, int(seq.row_base) + row0, tile.head);
     for (int x = x0; x < x1; ++x, ++it) {
       const int j = kMask ? walk.block(x) : x;
       const int s = it % kStages, parity = (it / kStages) & 1;

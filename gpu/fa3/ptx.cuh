@@ -50,6 +50,15 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, u
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
+// The other way (PTX ISA "cp.async.bulk.tensor", .global.shared::cta): a box of shared memory, swizzled as the
+// map says, out to the tensor, in this thread's bulk group (bulk_commit, bulk_wait_read and bulk_wait below);
+// the parts of the box past the tensor's edge are not written.
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem_u32(src)), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
 __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
@@ -143,6 +152,11 @@ template <bool kFresh>
 __device__ __forceinline__ uint64_t fresh(uint64_t x) {
   if constexpr (kFresh) asm volatile("" : "+l"(x));
   return x;
+}
+
+// A 32-bit store to shared memory at a byte address (smem_u32).
+__device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
 // ---- named barriers (PTX ISA "bar.sync"): a subset of the CTA's warps meet at barrier `id` (1..15;

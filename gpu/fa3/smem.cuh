@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "../params.hpp"
+#include "../shapes.hpp"
 #include "../sequence.cuh"
 #include "ptx.cuh"
 #include "scheduler.cuh"
@@ -35,21 +36,36 @@ struct Shape : RegisterSplit<kConsumers_, kConsumers_ == 2 ? 24 : 32> {
   static constexpr int kConsumerWarps = 4 * kConsumers;
 };
 
+// Where shared memory holds them (16-bit elements, D <= 128: gpu/shapes.hpp fa3_forward_stages_o): two Q
+// buffers, so that the next tile's Q lands while this one's last blocks run, and a buffer O goes out through
+// (epilogue.cuh). Q's release and O's stores had been a tile's waits (forward v19).
+template <class S, typename T>
+constexpr bool kStagedTiles = fa3_forward_stages_o(S::D, int(sizeof(T)));
+
+// O's staging buffer, as a base of Smem: none (no bytes, the layout as before) where kStagedTiles is false.
+template <bool kOn, typename T, int kChunks, int kRows, int kRow>
+struct OStaging {
+  T o[kChunks][kRows][kRow];
+};
+template <typename T, int kChunks, int kRows, int kRow>
+struct OStaging<false, T, kChunks, kRows, kRow> {};
+
 // Shared memory: every tile as blocks of 128-byte rows (64 columns of a 16-bit type, 128 of FP8), as the
 // copy engine's 128-byte swizzle lays them (each block 1024-byte aligned: the swizzle is a function of
 // the address). V as loaded, Bc rows of D, read N-major by O += P V; under FP8, whose wgmma reads B only
 // K-major, V^T: D rows of Bc keys (fa3_fwd.cu's transpose writes it).
 template <class S, typename T>
-struct Smem {
+struct Smem : OStaging<kStagedTiles<S, T>, T, S::D / (128 / int(sizeof(T))), S::kBr, 128 / int(sizeof(T))> {
   static constexpr int kRow = 128 / int(sizeof(T));  // elements in a 128-byte row
   static constexpr int kChunks = S::D / kRow;        // 128-byte blocks of a Q or K row
+  static constexpr int kQBuffers = kStagedTiles<S, T> ? 2 : 1;
   static constexpr bool kVt = sizeof(T) == 1;
   static constexpr int kVChunks = kVt ? S::kBc / kRow : kChunks, kVRows = kVt ? S::D : S::kBc;
   static_assert(S::D % kRow == 0 && (!kVt || S::kBc % kRow == 0), "rows of whole 128-byte blocks");
-  T q[kChunks][S::kBr][kRow];
+  T q[kQBuffers][kChunks][S::kBr][kRow];
   T k[S::kStages][kChunks][S::kBc][kRow];
   T v[S::kStages][kVChunks][kVRows][kRow];
-  uint64_t q_full, q_empty;
+  uint64_t q_full[kQBuffers], q_empty[kQBuffers];
   uint64_t k_full[S::kStages], k_empty[S::kStages], v_full[S::kStages], v_empty[S::kStages];
   int tile[2];                           // the tile indices the producer hands the consumers
   uint64_t tile_full[2], tile_empty[2];  // a slot written / read by every consumer warp
