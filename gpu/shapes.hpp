@@ -345,9 +345,10 @@ constexpr TileShape fa3_forward_shape(int head_dim) {
   s.why = d == 64 ? "one producer warpgroup (TMA) and three consumer warpgroups of 64 query rows (wgmma), 192 x 128 "
                     "tiles, K and V double-buffered: at d = 64 a step's GEMMs take half as long as at 128 and its softmax "
                     "does not, so one warpgroup's softmax outlasts the other's GEMMs; a third keeps the tensor cores fed "
-                    "(v17: +3-16% against two, but -7.5% at s = 1k causal, gpu/HISTORY.md)"
+                    "(v17: +3-16% against two, but -7.5% at s = 1k causal, gpu/HISTORY.md); Q double-buffered and O staged for a "
+                    "bulk tensor store (v19)"
           : d <= 128 ? "one producer warpgroup (TMA) and two consumer warpgroups of 64 query rows (wgmma), 128 x 128 "
-                       "tiles, K and V double-buffered"
+                       "tiles, K and V double-buffered, Q double-buffered and O staged for a bulk tensor store (v19)"
                    : "128 x 80 at d = 256 (FA3's): 128 keys of K and V in two stages would not fit in shared "
                      "memory; 80 (224 KiB) against 64 measured 0.99-1.07x (gpu/HISTORY.md v10)";
   return s;

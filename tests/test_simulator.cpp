@@ -256,10 +256,11 @@ TEST_CASE("predictions against every measured kernel: flashlab's fa3 forward (H1
   CHECK(w.bytes_ok >= 24);
 }
 
-// The same forward (v18: Q blocks counted from the end where Br > Bc) on an H200, a GPU no fa3 row had been
-// measured on (2026-11-28). No row chose anything; the checks guard the level measured on arrival.
+// The same forward (v19: two Q buffers and O staged for a bulk tensor store at D <= 128; v18's Q blocks counted
+// from the end where Br > Bc) on an H200 (2026-11-28; v18's rows of the same day kept beside them). No row chose
+// anything; the checks guard the level measured on arrival (v18's: 27 in bytes, 18 in time; v19's 27 and 19).
 TEST_CASE("predictions against every measured kernel: flashlab's fa3 forward (H200)") {
-  const Within w = rows_within("flashlab-fa3-h200-2026-11-28-v18.csv", "h200");
+  const Within w = rows_within("flashlab-fa3-h200-2026-11-28-v19.csv", "h200");
   CHECK(w.rows == 30);
   CHECK(w.bytes_ok >= 27);
 }

@@ -31,7 +31,8 @@
 //              softcap, the edge mask (blocks that cross it; a dense mask's bits on its partial blocks),
 //              row max, exp2 with the scale folded in, row sums, O's rescale; a row's four lanes reduce by
 //              shuffles. A row that sees no key ends with O = 0 and LSE = -inf.
-//   epilogue   O_i / l_i and LSE_i from registers to global memory.
+//   epilogue   epilogue.cuh: O_i / l_i and LSE_i; at 16-bit D <= 128 a whole tile's O through shared memory
+//              and out by a bulk tensor store that runs on under the next tile, else straight from registers.
 //
 // Tile shape: shapes.hpp's fa3_forward_shape (`flashlab shapes --algo fa3`).
 //
@@ -42,7 +43,9 @@
 // 2026-11-23: d = 64 0.86-1.01x, d = 128 0.87-0.99x, d = 256 0.78-0.87x.) On an NVIDIA H200, 2026-11-28, v18,
 // the same sweep (bench/results/gpu-h200-2026-11-28-fa3-v18.csv; H200 and H100 times are not comparable):
 // d = 64 0.94-1.12x (causal 0.88-1.08x), d = 128 0.88-0.98x (causal 0.88-1.02x), d = 256 0.89-1.03x (causal
-// 0.86-1.03x); against fa2 at d = 128, s >= 4k, 1.61-1.71x.
+// 0.86-1.03x); against fa2 at d = 128, s >= 4k, 1.61-1.71x. v19 on that H200, 2026-11-28
+// (bench/results/gpu-h200-2026-11-28-fa3-v19.csv): d = 64 0.94-1.11x (causal 0.89-1.12x), d = 128 0.94-1.03x
+// (causal 0.96-1.08x), d = 256 0.90-1.02x (causal 0.86-1.00x); against fa2 at d = 128, s >= 4k, 1.69-1.79x.
 //
 // Version index (bench/gpu_compare.py, bench/ab_libs.py --kernel fa3; H100, the sweep above, TFLOP/s at
 // d = 128 s = 16k non-causal / causal with cuDNN's in the same run; full entries in gpu/HISTORY.md):
@@ -141,6 +144,16 @@
 //       same walk either way) measured 1-2.6% slower at d = 128 over six A/Bs (-every-shape-d128-*.csv):
 //       d = 128's kernels (and FP8's, and the mask functions') keep v17's PTX.
 //       Against cuDNN on the H200: d = 64 causal s = 1k 0.88x (v17 in the same A/B runs 0.77-0.79x).
+//   v19 at 16-bit D <= 128 two Q buffers and O out through shared memory by a bulk tensor store (epilogue.cuh;
+//       shapes.hpp fa3_forward_stages_o, 226 KiB at d = 128). A timeline of each warpgroup's tiles
+//       (bench/fa3_fwd_timeline.py, H200, d = 128 s = 1k) had put 4.4 us of a 16.1 us tile outside its loop of
+//       key blocks: the epilogue's direct stores 2.4 (16 bytes into each of 8 rows a store instruction; 1.6
+//       without them), the wait for Q 0.7 (loaded only once the tile before had done its last S = Q K^T).
+//       Each alone had been tried (v7's "two Q buffers", "O through shared memory": no gain): the wait each
+//       removed the other still held. After: epilogue 1.2 us, 3.1 us outside the loop, 15.0 us a tile. A/B
+//       in one process, both orders, H200 (ab-h200-2026-11-28-fa3-v19-*.csv; geometric mean): d = 128 +5.8%
+//       to +10.5% (s = 4k causal +1.0%), d = 64 +1.0% to +3.6%, d = 256 (unchanged) 0.99x. Against cuDNN
+//       in the sweep: d = 128 0.94-1.08x (v18 0.88-1.02x).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
