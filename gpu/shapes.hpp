@@ -303,16 +303,18 @@ constexpr int fa3_padded_head_dim(int head_dim) { return fa2_padded_head_dim(hea
 constexpr bool fa3_backward_splits_head_dim(int head_dim) { return fa3_padded_head_dim(head_dim) == 256; }
 constexpr const char* kFa3HeadDims = "fa3 takes head dims that are multiples of 8 from 8 to 256";
 
-// Whether it holds two Q buffers and stages O in shared memory (gpu/fa3/epilogue.cuh): with 16-bit elements
-// (FP8's kernel keeps one Q buffer) where they fit beside the K/V stages, D <= 128 (d = 256's Q is 64 KiB).
-constexpr bool fa3_forward_stages_o(int d, int elem_bytes) { return elem_bytes == 2 && d <= 128; }
+// Whether it holds two Q buffers and stages O in shared memory (gpu/fa3/epilogue.cuh): where they fit beside
+// the K/V stages, D <= 128 (at d = 256 a 16-bit Q is 64 KiB, and the K/V stages take the rest; FP8's O is
+// bf16, as large as a 16-bit Q).
+constexpr bool fa3_forward_stages_o(int d) { return d <= 128; }
 
-// Its shared memory: Q (Br x D; two buffers, and O's staging buffer, where fa3_forward_stages_o), `stages` K
-// and V buffers (Bc x D each), and 1 KiB for the 1024-byte alignment the 128-byte swizzle needs plus 1 KiB for
-// the mbarriers.
+// Its shared memory: Q (Br x D of elem_bytes; two buffers where fa3_forward_stages_o, and O's staging buffer,
+// Br x D of 16 bits), `stages` K and V buffers (Bc x D each), and 1 KiB for the 1024-byte alignment the
+// 128-byte swizzle needs plus 1 KiB for the mbarriers.
 constexpr int fa3_forward_smem_bytes(int d, int block_m, int block_n, int stages, int elem_bytes = 2) {
-  const int q_and_o = fa3_forward_stages_o(d, elem_bytes) ? 3 : 1;
-  return (q_and_o * block_m + 2 * stages * block_n) * d * elem_bytes + 2048;
+  const bool staged = fa3_forward_stages_o(d);
+  return ((staged ? 2 : 1) * block_m + 2 * stages * block_n) * d * elem_bytes + (staged ? block_m * d * 2 : 0) +
+         2048;
 }
 
 // Whether its Q blocks are counted from the sequence's end (gpu/fa3/scheduler.cuh first_row; tiled::Tiling
@@ -377,7 +379,8 @@ constexpr TileShape fa3_fp8_forward_shape(int head_dim) {
   s.stages = 2;  // three at d = 128 measured 0.98-1.00x of two (H100, 2026-11-24)
   s.smem_bytes = fa3_forward_smem_bytes(d, s.block_m, s.block_n, s.stages, 1);
   s.why = "the bf16 forward's roles with e4m3 operands: 128 x 128 tiles at d = 128 and 256 (1-byte elements "
-          "fit 128 keys of K and V^T in two stages), V^T by a transpose kernel";
+          "fit 128 keys of K and V^T in two stages), V^T by a transpose kernel; at d = 128 Q double-buffered and O "
+          "staged for a bulk tensor store (v20)";
   return s;
 }
 

@@ -2,7 +2,7 @@
 // global memory, once its last O += P V is done.
 //
 // Two ways out for O:
-//   staged  (16-bit elements, D <= 128: smem.cuh kStagedTiles; a tile whose rows all lie in the sequence, not
+//   staged  (D <= 128: smem.cuh kStagedTiles; a tile whose rows all lie in the sequence, not
 //           packed, O's strides as a tensor map takes them): the warpgroup writes its rows into shared memory
 //           in the copy engine's 128-byte swizzle and one thread hands them to a bulk tensor store, which
 //           runs on while the warpgroup goes on to its next tile.
@@ -34,6 +34,7 @@ template <class S, typename T>
 __device__ __forceinline__ void store_o_staged(const float (&acc_o)[S::D / 8][4], const float (&inv)[2],
                                                Smem<S, T>& sm, const CUtensorMap* map_o, int wg, int row, int head) {
   using M = Smem<S, T>;
+  using To = OutType<T>;
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, qrow = lane / 4, qcol = (lane % 4) * 2;
   const bool issuer = threadIdx.x % 128 == 0;
   if (issuer) bulk_wait_read<0>();
@@ -46,14 +47,14 @@ __device__ __forceinline__ void store_o_staged(const float (&acc_o)[S::D / 8][4]
       // 8 columns (16 bytes) a group; the 128-byte swizzle puts group g of row x at g ^ (x % 8) (x % 8 = qrow).
       const int chunk = nn / 8, group = (nn % 8) ^ qrow;
       sts32(smem_u32(&sm.o[chunk][tile_row][0]) + group * 16 + qcol * 2,
-            mma::pack2<T>(acc_o[nn][2 * r] * inv[r], acc_o[nn][2 * r + 1] * inv[r]));
+            mma::pack2<To>(acc_o[nn][2 * r] * inv[r], acc_o[nn][2 * r + 1] * inv[r]));
     }
   }
   fence_async_shared();
   named_sync(kStoreBarrier + wg, 128);
   if (issuer) {
 #pragma unroll
-    for (int c = 0; c < M::kChunks; ++c) tma_store_3d(map_o, &sm.o[c][wg * 64][0], c * M::kRow, row, head);
+    for (int c = 0; c < M::kOChunks; ++c) tma_store_3d(map_o, &sm.o[c][wg * 64][0], c * M::kORow, row, head);
     bulk_commit();
   }
 }
@@ -66,7 +67,7 @@ __device__ __forceinline__ void epilogue(const float (&acc_o)[S::D / 8][4], cons
                                          const float (&max)[2], Smem<S, T>& sm, const AttentionParams& p,
                                          const Tile& tile, int row0, int rows_e, int sq, float c, int wg,
                                          const CUtensorMap* map_o, bool o_tma) {
-  using To = std::conditional_t<sizeof(T) == 1, __nv_bfloat16, T>;
+  using To = OutType<T>;
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, qrow = lane / 4, qcol = (lane % 4) * 2;
   const Sequence seq = sequence_of(p, tile.batch);
   float l[2], inv[2];

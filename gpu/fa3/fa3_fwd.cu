@@ -7,7 +7,8 @@
 // mask as its bits and FlexAttention's block lists at this kernel's tiles (DenseBits, fa3_blocks).
 // ALiBi and dropout are fa2's only.
 //
-// FP8 (fa3_fp8_forward, at the end of this file): the same kernel on float8 e4m3 Q, K and V with a descale a
+// FP8 (fa3_fp8_forward, at the end of this file; since v20 with v19's staged epilogue at d = 128): the same
+// kernel on float8 e4m3 Q, K and V with a descale a
 // tensor, O in bf16. Rows of 128 bytes hold 128 elements, so the tiles are 128 x 128 at d = 128 and 256;
 // wgmma's k-step is 32 elements (QGMMA); P~ goes to e4m3 in registers; FP8's wgmma reads its B operand only
 // K-major, so a transpose kernel writes V^T first, each 32-key group in the order of a thread's P~ registers
@@ -154,6 +155,10 @@
 //       in one process, both orders, H200 (ab-h200-2026-11-28-fa3-v19-*.csv; geometric mean): d = 128 +5.8%
 //       to +10.5% (s = 4k causal +1.0%), d = 64 +1.0% to +3.6%, d = 256 (unchanged) 0.99x. Against cuDNN
 //       in the sweep: d = 128 0.94-1.08x (v18 0.88-1.02x).
+//   v20 the same for FP8 at d = 128 (O, bf16, staged in its own 32 KiB; 130 KiB in all). H200, one process, v19's
+//       build beside it (bench/results/fp8-h200-2026-11-28-v20.csv, one order): +3.0% to +6.2% at d = 128, d = 256
+//       (unchanged) 0.995-1.035x; FP8 against our bf16 fa3 (v19) at d = 128, s >= 4k, 1.30-1.40x (4k: 1.30,
+//       1.31), at d = 256 1.58-1.81x.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -430,7 +435,12 @@ void launch_fp8(const AttentionParams& in, cudaStream_t stream) {
                                                   : &fa3_forward_kernel<S, T, false, false, false>);
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int grid = std::min(sched.count(), device_attribute(cudaDevAttrMultiProcessorCount));
-  kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, map_q, sched, false);  // O stored directly
+  const bool o_tma = kStagedTiles<S, T> && pack == 1 && o_fits_tensor_map(p);  // O in bf16 (epilogue.cuh)
+  const CUtensorMap map_o =
+      o_tma ? rows_heads_map(p.o, int64_t(p.batch) * p.seqlen_q, p.heads_q, p.head_dim, p.o_row_stride,
+                             p.o_head_stride, 64)
+            : map_q;
+  kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, map_o, sched, o_tma);
   FLASHLAB_CUDA_LAUNCHED();
 }
 

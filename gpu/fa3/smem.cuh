@@ -1,6 +1,9 @@
 // fa3's tile shape and shared-memory layout: what the producer and the consumers agree on.
 #pragma once
+#include <cuda_bf16.h>
+
 #include <cstdint>
+#include <type_traits>
 
 #include "../params.hpp"
 #include "../shapes.hpp"
@@ -36,11 +39,15 @@ struct Shape : RegisterSplit<kConsumers_, kConsumers_ == 2 ? 24 : 32> {
   static constexpr int kConsumerWarps = 4 * kConsumers;
 };
 
-// Where shared memory holds them (16-bit elements, D <= 128: gpu/shapes.hpp fa3_forward_stages_o): two Q
-// buffers, so that the next tile's Q lands while this one's last blocks run, and a buffer O goes out through
-// (epilogue.cuh). Q's release and O's stores had been a tile's waits (forward v19).
+// Where shared memory holds them (D <= 128: gpu/shapes.hpp fa3_forward_stages_o): two Q buffers, so that the
+// next tile's Q lands while this one's last blocks run, and a buffer O goes out through (epilogue.cuh). Q's
+// release and O's stores had been a tile's waits (forward v19).
 template <class S, typename T>
-constexpr bool kStagedTiles = fa3_forward_stages_o(S::D, int(sizeof(T)));
+constexpr bool kStagedTiles = fa3_forward_stages_o(S::D);
+
+// O's element type: the input's, or bf16 under FP8.
+template <typename T>
+using OutType = std::conditional_t<sizeof(T) == 1, __nv_bfloat16, T>;
 
 // O's staging buffer, as a base of Smem: none (no bytes, the layout as before) where kStagedTiles is false.
 template <bool kOn, typename T, int kChunks, int kRows, int kRow>
@@ -55,7 +62,8 @@ struct OStaging<false, T, kChunks, kRows, kRow> {};
 // the address). V as loaded, Bc rows of D, read N-major by O += P V; under FP8, whose wgmma reads B only
 // K-major, V^T: D rows of Bc keys (fa3_fwd.cu's transpose writes it).
 template <class S, typename T>
-struct Smem : OStaging<kStagedTiles<S, T>, T, S::D / (128 / int(sizeof(T))), S::kBr, 128 / int(sizeof(T))> {
+struct Smem : OStaging<kStagedTiles<S, T>, OutType<T>, S::D / 64, S::kBr, 64> {
+  static constexpr int kORow = 64, kOChunks = S::D / kORow;  // O's staging: 128-byte rows of its 16-bit type
   static constexpr int kRow = 128 / int(sizeof(T));  // elements in a 128-byte row
   static constexpr int kChunks = S::D / kRow;        // 128-byte blocks of a Q or K row
   static constexpr int kQBuffers = kStagedTiles<S, T> ? 2 : 1;
