@@ -154,11 +154,11 @@
 //       removed the other still held. After: epilogue 1.2 us, 3.1 us outside the loop, 15.0 us a tile. A/B
 //       in one process, both orders, H200 (ab-h200-2026-11-28-fa3-v19-*.csv; geometric mean): d = 128 +5.8%
 //       to +10.5% (s = 4k causal +1.0%), d = 64 +1.0% to +3.6%, d = 256 (unchanged) 0.99x. Against cuDNN
-//       in the sweep: d = 128 0.94-1.08x (v18 0.88-1.02x).
+//       in the sweep: d = 128 0.94-1.08x (v18 0.88-1.02x); at s = 16k 626 / 601 TFLOP/s (cuDNN 613 / 556; H200).
 //   v20 the same for FP8 at d = 128 (O, bf16, staged in its own 32 KiB; 130 KiB in all). H200, one process, v19's
 //       build beside it (bench/results/fp8-h200-2026-11-28-v20.csv, one order): +3.0% to +6.2% at d = 128, d = 256
 //       (unchanged) 0.995-1.035x; FP8 against our bf16 fa3 (v19) at d = 128, s >= 4k, 1.30-1.40x (4k: 1.30,
-//       1.31), at d = 256 1.58-1.81x.
+//       1.31), at d = 256 1.58-1.81x; at d = 128 s = 16k 856 / 834 TFLOP/s (cuDNN's bf16 616 / 562).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
