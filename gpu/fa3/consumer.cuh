@@ -279,9 +279,10 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
       mbar_arrive(&sm.q_empty[qb]);  // no key to see: Q was not needed
     }
 
+    const int rows_e = sched.rows<kBr, kPack>();  // read again: not held through the loop
     epilogue<S, T, kPack>(acc_o, rows.sum, rows.max, sm, p, tile,
-                          TileScheduler::first_row<kFromEnd>(tile.m_block, sched.rows<kBr, kPack>(), sq),
-                          sched.rows<kBr, kPack>(), sq, c, wg, map_o, o_tma);
+                          TileScheduler::first_row<kFromEnd>(tile.m_block, rows_e, sq), rows_e, sq, c, wg, map_o,
+                          o_tma);
   }
   turns.finish();
   if constexpr (kStagedTiles<S, T>)
