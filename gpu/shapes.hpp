@@ -307,6 +307,11 @@ constexpr const char* kFa3HeadDims = "fa3 takes head dims that are multiples of 
 // the K/V stages, D <= 128 (at d = 256 a 16-bit Q is 64 KiB, and the K/V stages take the rest; FP8's O is
 // bf16, as large as a 16-bit Q).
 constexpr bool fa3_forward_stages_o(int d) { return d <= 128; }
+// Above that (d = 256, 16-bit or FP8) O is staged in V's two stages once the tile's last P V has read them
+// (a consumer warpgroup's 64 rows of 16-bit O, 32 KiB, in one stage: 40 KiB of 16-bit V, 32 KiB of FP8 V^T),
+// FlashAttention-3's place for it: no shared memory of its own, the producer holding the next tile's V until
+// the stores have read them.
+constexpr bool fa3_forward_stages_o_in_v(int d) { return d > 128; }
 
 // Its shared memory: Q (Br x D of elem_bytes; two buffers where fa3_forward_stages_o, and O's staging buffer,
 // Br x D of 16 bits), `stages` K and V buffers (Bc x D each), and 1 KiB for the 1024-byte alignment the
@@ -352,7 +357,8 @@ constexpr TileShape fa3_forward_shape(int head_dim) {
           : d <= 128 ? "one producer warpgroup (TMA) and two consumer warpgroups of 64 query rows (wgmma), 128 x 128 "
                        "tiles, K and V double-buffered, Q double-buffered and O staged for a bulk tensor store (v19)"
                    : "128 x 80 at d = 256 (FA3's): 128 keys of K and V in two stages would not fit in shared "
-                     "memory; 80 (224 KiB) against 64 measured 0.99-1.07x (gpu/HISTORY.md v10)";
+                     "memory; 80 (224 KiB) against 64 measured 0.99-1.07x (gpu/HISTORY.md v10); O staged in V's "
+                     "stages for a bulk tensor store (v21)";
   return s;
 }
 
@@ -380,7 +386,7 @@ constexpr TileShape fa3_fp8_forward_shape(int head_dim) {
   s.smem_bytes = fa3_forward_smem_bytes(d, s.block_m, s.block_n, s.stages, 1);
   s.why = "the bf16 forward's roles with e4m3 operands: 128 x 128 tiles at d = 128 and 256 (1-byte elements "
           "fit 128 keys of K and V^T in two stages), V^T by a transpose kernel; at d = 128 Q double-buffered and O "
-          "staged for a bulk tensor store (v20)";
+          "staged for a bulk tensor store (v20), at 256 O staged in V's stages (v21)";
   return s;
 }
 

@@ -256,13 +256,16 @@ TEST_CASE("predictions against every measured kernel: flashlab's fa3 forward (H1
   CHECK(w.bytes_ok >= 24);
 }
 
-// The same forward (v19: two Q buffers and O staged for a bulk tensor store at D <= 128; v18's Q blocks counted
-// from the end where Br > Bc) on an H200 (2026-11-28; v18's rows of the same day kept beside them). No row chose
-// anything; the checks guard the level measured on arrival (v18's: 27 in bytes, 18 in time; v19's 27 and 19).
+// The same forward (v21: O staged for a bulk tensor store, in its own buffer beside two Q buffers at D <= 128 (v19),
+// in V's stages at d = 256; v18's Q blocks counted from the end where Br > Bc) on an H200 (2026-11-28; the d = 64
+// and 128 rows are v19's, whose kernels compile to the same PTX; v18's and v19's files kept beside it). No row
+// chose anything; the checks guard the level measured on arrival (v18's: 27 in bytes, 18 in time; v19's 27 and
+// 19; v21's 26 and 20: d = 256 causal at 2k read 8% more than v19 did, -17.9% against the model, one of the
+// d = 256 causal rows the replay under-reads, simulator/README.md).
 TEST_CASE("predictions against every measured kernel: flashlab's fa3 forward (H200)") {
-  const Within w = rows_within("flashlab-fa3-h200-2026-11-28-v19.csv", "h200");
+  const Within w = rows_within("flashlab-fa3-h200-2026-11-28-v21.csv", "h200");
   CHECK(w.rows == 30);
-  CHECK(w.bytes_ok >= 27);
+  CHECK(w.bytes_ok >= 26);
 }
 
 // flashlab's FP8 forward (its V transpose and the kernel) against its 20 ncu rows. No row chose a rate; the

@@ -282,11 +282,11 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     const int rows_e = sched.rows<kBr, kPack>();  // read again: not held through the loop
     epilogue<S, T, kPack>(acc_o, rows.sum, rows.max, sm, p, tile,
                           TileScheduler::first_row<kFromEnd>(tile.m_block, rows_e, sq), rows_e, sq, c, wg, map_o,
-                          o_tma);
+                          o_tma, it);
   }
   turns.finish();
-  if constexpr (kStagedTiles<S, T>)
-    if (threadIdx.x % 128 == 0) bulk_wait<0>();  // the last staged store has read its shared memory
+  if constexpr (kStagesO<S, T>)
+    if (threadIdx.x % 128 == 0) bulk_wait<0>();  // the last staged store is done
 }
 
 }  // namespace flashlab::gpu::fa3

@@ -2,10 +2,10 @@
 // global memory, once its last O += P V is done.
 //
 // Two ways out for O:
-//   staged  (D <= 128: smem.cuh kStagedTiles; a tile whose rows all lie in the sequence, not
-//           packed, O's strides as a tensor map takes them): the warpgroup writes its rows into shared memory
-//           in the copy engine's 128-byte swizzle and one thread hands them to a bulk tensor store, which
-//           runs on while the warpgroup goes on to its next tile.
+//   staged  (a tile whose rows all lie in the sequence, not packed, O's strides as a tensor map takes
+//           them): the warpgroup writes its rows into shared memory in the copy engine's 128-byte swizzle and
+//           one thread hands them to a bulk tensor store, which runs on while the warpgroup goes on to its
+//           next tile. D <= 128 into O's own buffer (smem.cuh kStagedTiles), D = 256 into V's stages (kOInV).
 //   direct  (everything else): each thread stores its fragment's pairs of columns, 4 bytes a store.
 // Measured where a tile's time goes (bench/fa3_fwd_timeline.py, H200, d = 128, s = 1k): the direct stores
 // took 1.9 of a warpgroup's 16.1 us a tile (each store instruction writes 16 bytes into each of 8 rows), and
@@ -24,29 +24,50 @@ namespace flashlab::gpu::fa3 {
 // Named barrier of warpgroup w's staged epilogue: kStoreBarrier + w (the ping-pong's turns take 1 .. 3).
 constexpr int kStoreBarrier = 4;
 
-// O (the accumulator, its rows scaled by inv) of warpgroup wg into its 64 rows of the staging buffer, then out
-// by the copy engine to rows [row, row + 64) of head `head` in O's map (batch and sequence folded into rows).
-// Before writing, the warpgroup's previous store must have read the buffer (its thread waits on its bulk
-// group); after, every thread's writes are made visible to the copy engine (the async proxy) and met at the
-// warpgroup's barrier before the one thread issues the store. The accumulator fragment is mma.sync's C
-// layout a warp: thread (qrow, lane % 4) holds columns 8 nn + 2 (lane % 4) and + 1 of rows qrow and qrow + 8.
+// O (the accumulator, its rows scaled by inv) of warpgroup wg into its 64 rows of staging, then out by the copy
+// engine to rows [row, row + 64) of head `head` in O's map (batch and sequence folded into rows). The staging is
+// O's own buffer (kStagedTiles), whose previous store must have read it first (its thread waits on its bulk
+// group), or (kOInV) a stage of V: the stage of the CTA's block `it - 2 + wg` (`it` blocks walked so far), once
+// every warp's P V has released it (v_empty; warpgroup 0 takes the block before the last, which the other
+// has long passed, warpgroup 1 the last, which warpgroup 0's P V has read before its own epilogue). After the
+// writes every thread's stores are made visible to the copy engine (the async proxy) and met at the
+// warpgroup's barrier before the one thread issues the store; under kOInV it then waits for the store to have
+// read the stage and arrives on o_free, which the producer's next V load waits for. The accumulator fragment
+// is mma.sync's C layout a warp: thread (qrow, lane % 4) holds columns 8 nn + 2 (lane % 4) and + 1 of rows
+// qrow and qrow + 8.
 template <class S, typename T>
 __device__ __forceinline__ void store_o_staged(const float (&acc_o)[S::D / 8][4], const float (&inv)[2],
-                                               Smem<S, T>& sm, const CUtensorMap* map_o, int wg, int row, int head) {
+                                               Smem<S, T>& sm, const CUtensorMap* map_o, int wg, int row, int head,
+                                               int it) {
   using M = Smem<S, T>;
   using To = OutType<T>;
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, qrow = lane / 4, qcol = (lane % 4) * 2;
   const bool issuer = threadIdx.x % 128 == 0;
-  if (issuer) bulk_wait_read<0>();
+  // Row x of chunk c (64 columns, 128-byte rows) of the warpgroup's 64: its own buffer's row 64 wg + x, or
+  // under kOInV row x of the chunk's 8 KiB in V's stage.
+  auto row_of = [&](int c, int x) -> const void* {
+    if constexpr (kOInV<S, T>) {
+      const int st = (it + wg) % 2;  // the stage of block it - 2 + wg
+      return reinterpret_cast<const unsigned char*>(&sm.v[st]) + c * (64 * 128) + x * 128;
+    } else {
+      return &sm.o[c][wg * 64 + x][0];
+    }
+  };
+  if constexpr (kOInV<S, T>) {
+    const int block = it - 2 + wg;  // (-1 or -2: a stage no block of this CTA has used)
+    if (issuer && block >= 0) mbar_wait(&sm.v_empty[block % 2], (block / 2) & 1);
+  } else {
+    if (issuer) bulk_wait_read<0>();
+  }
   named_sync(kStoreBarrier + wg, 128);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int tile_row = wg * 64 + warp * 16 + qrow + 8 * r;
+    const int x = warp * 16 + qrow + 8 * r;
 #pragma unroll
     for (int nn = 0; nn < S::D / 8; ++nn) {
       // 8 columns (16 bytes) a group; the 128-byte swizzle puts group g of row x at g ^ (x % 8) (x % 8 = qrow).
       const int chunk = nn / 8, group = (nn % 8) ^ qrow;
-      sts32(smem_u32(&sm.o[chunk][tile_row][0]) + group * 16 + qcol * 2,
+      sts32(smem_u32(row_of(chunk, x)) + group * 16 + qcol * 2,
             mma::pack2<To>(acc_o[nn][2 * r] * inv[r], acc_o[nn][2 * r + 1] * inv[r]));
     }
   }
@@ -54,8 +75,12 @@ __device__ __forceinline__ void store_o_staged(const float (&acc_o)[S::D / 8][4]
   named_sync(kStoreBarrier + wg, 128);
   if (issuer) {
 #pragma unroll
-    for (int c = 0; c < M::kOChunks; ++c) tma_store_3d(map_o, &sm.o[c][wg * 64][0], c * M::kORow, row, head);
+    for (int c = 0; c < M::kOChunks; ++c) tma_store_3d(map_o, row_of(c, 0), c * M::kORow, row, head);
     bulk_commit();
+    if constexpr (kOInV<S, T>) {
+      bulk_wait_read<0>();
+      mbar_arrive(&sm.o_free);
+    }
   }
 }
 
@@ -66,7 +91,7 @@ template <class S, typename T, bool kPack>
 __device__ __forceinline__ void epilogue(const float (&acc_o)[S::D / 8][4], const float (&sum)[2],
                                          const float (&max)[2], Smem<S, T>& sm, const AttentionParams& p,
                                          const Tile& tile, int row0, int rows_e, int sq, float c, int wg,
-                                         const CUtensorMap* map_o, bool o_tma) {
+                                         const CUtensorMap* map_o, bool o_tma, int it) {
   using To = OutType<T>;
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, qrow = lane / 4, qcol = (lane % 4) * 2;
   const Sequence seq = sequence_of(p, tile.batch);
@@ -78,10 +103,13 @@ __device__ __forceinline__ void epilogue(const float (&acc_o)[S::D / 8][4], cons
     if constexpr (sizeof(T) == 1) inv[r] *= p.descale_v;
   }
   bool staged = false;
-  if constexpr (kStagedTiles<S, T> && !kPack) {
+  if constexpr (kStagesO<S, T> && !kPack) {
     staged = o_tma && row0 >= 0 && row0 + S::kBr <= sq;  // every row of the tile in the sequence
-    if (staged) store_o_staged<S, T>(acc_o, inv, sm, map_o, wg, int(seq.row_base) + row0 + wg * 64, tile.head);
+    if (staged)
+      store_o_staged<S, T>(acc_o, inv, sm, map_o, wg, int(seq.row_base) + row0 + wg * 64, tile.head, it);
   }
+  if constexpr (kOInV<S, T>)
+    if (!staged && threadIdx.x % 128 == 0) mbar_arrive(&sm.o_free);  // V's stages untouched: free at once
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int local = wg * 64 + warp * 16 + qrow + 8 * r, head = kPack ? tile.head + local / rows_e : tile.head;

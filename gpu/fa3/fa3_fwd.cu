@@ -7,7 +7,7 @@
 // mask as its bits and FlexAttention's block lists at this kernel's tiles (DenseBits, fa3_blocks).
 // ALiBi and dropout are fa2's only.
 //
-// FP8 (fa3_fp8_forward, at the end of this file; since v20 with v19's staged epilogue at d = 128): the same
+// FP8 (fa3_fp8_forward, at the end of this file; since v20 with v19's staged epilogue at d = 128, v21's at 256): the same
 // kernel on float8 e4m3 Q, K and V with a descale a
 // tensor, O in bf16. Rows of 128 bytes hold 128 elements, so the tiles are 128 x 128 at d = 128 and 256;
 // wgmma's k-step is 32 elements (QGMMA); P~ goes to e4m3 in registers; FP8's wgmma reads its B operand only
@@ -32,8 +32,9 @@
 //              softcap, the edge mask (blocks that cross it; a dense mask's bits on its partial blocks),
 //              row max, exp2 with the scale folded in, row sums, O's rescale; a row's four lanes reduce by
 //              shuffles. A row that sees no key ends with O = 0 and LSE = -inf.
-//   epilogue   epilogue.cuh: O_i / l_i and LSE_i; at 16-bit D <= 128 a whole tile's O through shared memory
-//              and out by a bulk tensor store that runs on under the next tile, else straight from registers.
+//   epilogue   epilogue.cuh: O_i / l_i and LSE_i; a whole tile's O through shared memory (its own buffer at
+//              D <= 128, V's stages at 256) and out by a bulk tensor store that runs on under the next tile; a
+//              ragged or packed tile, or an O no tensor map takes, straight from registers.
 //
 // Tile shape: shapes.hpp's fa3_forward_shape (`flashlab shapes --algo fa3`).
 //
@@ -47,6 +48,9 @@
 // 0.86-1.03x); against fa2 at d = 128, s >= 4k, 1.61-1.71x. v19 on that H200, 2026-11-28
 // (bench/results/gpu-h200-2026-11-28-fa3-v19.csv): d = 64 0.94-1.11x (causal 0.89-1.12x), d = 128 0.94-1.03x
 // (causal 0.96-1.08x), d = 256 0.90-1.02x (causal 0.86-1.00x); against fa2 at d = 128, s >= 4k, 1.69-1.79x.
+// v21 on that H200, 2026-11-28 (bench/results/gpu-h200-2026-11-28-fa3-v21.csv; d <= 128 compile as v19's): d = 64
+// 0.92-1.13x (causal 0.90-1.10x), d = 128 0.98-1.07x (causal 0.98-1.07x), d = 256 1.00-1.06x (causal
+// 0.97-1.01x); against fa2 at d = 128, s >= 4k, 1.68-1.77x.
 //
 // Version index (bench/gpu_compare.py, bench/ab_libs.py --kernel fa3; H100, the sweep above, TFLOP/s at
 // d = 128 s = 16k non-causal / causal with cuDNN's in the same run; full entries in gpu/HISTORY.md):
@@ -159,6 +163,17 @@
 //       build beside it (bench/results/fp8-h200-2026-11-28-v20.csv, one order): +3.0% to +6.2% at d = 128, d = 256
 //       (unchanged) 0.995-1.035x; FP8 against our bf16 fa3 (v19) at d = 128, s >= 4k, 1.30-1.40x (4k: 1.30,
 //       1.31), at d = 256 1.58-1.81x; at d = 128 s = 16k 856 / 834 TFLOP/s (cuDNN's bf16 616 / 562).
+//   v21 d = 256 (16-bit and FP8) stages O too, in V's two stages (FlashAttention-3's place for it: no shared
+//       memory is left beside Q and the K/V stages): warpgroup w writes its 64 rows into the stage of the tile's
+//       block `2 - w` from its last once every warp has released it (warpgroup 0 the block before the last,
+//       which warpgroup 1 has passed; warpgroup 1 the last, which warpgroup 0 read before its own epilogue),
+//       so neither waits on the other's last P V; its store's issuer waits for the read and arrives on o_free,
+//       which the producer waits for before the next tile's first V. Smem 224 KiB as before; SASS spills in the
+//       masked kernels 87 -> 42 (20 -> 0 between the HGMMAs), unmasked 26 -> 10. A/B in one process, both
+//       orders, H200 (ab-h200-2026-11-28-fa3-v21-o-in-v-*.csv; geometric mean): s = 1k +13.1% (causal +12.2%),
+//       2k +10.1% / +6.4%, 4k +3.9% / +1.0%, 16k +3.5% / +1.0%; FP8 d = 256 (fp8-h200-2026-11-28-v21.csv, one
+//       order) +14% at 1k, +5-6% at 4k, 1.00x at 16k. Against cuDNN in the sweep: d = 256 1.00-1.06x, causal
+//       0.97-1.01x (v19 0.90-1.02x, 0.86-1.00x); s = 16k 696 / 610 TFLOP/s (cuDNN 662 / 602; H200).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -215,6 +230,7 @@ __global__ void __launch_bounds__(S::kThreads, 1)
       mbar_init(&sm.tile_full[slot], 1);
       mbar_init(&sm.tile_empty[slot], S::kConsumerWarps);
     }
+    if constexpr (kOInV<S, T>) mbar_init(&sm.o_free, S::kConsumers);
     mbar_init_fence();
   }
   __syncthreads();
@@ -302,7 +318,7 @@ bool o_fits_tensor_map(const AttentionParams& p) {
 // `unused` in its place (a kernel parameter the kernel then never reads).
 template <class S, typename T>
 std::pair<CUtensorMap, bool> o_map(const AttentionParams& p, int64_t q_rows, int pack, const CUtensorMap& unused) {
-  if (!kStagedTiles<S, T> || pack != 1 || !o_fits_tensor_map(p)) return {unused, false};
+  if (!kStagesO<S, T> || pack != 1 || !o_fits_tensor_map(p)) return {unused, false};
   return {rows_heads_map(p.o, q_rows, p.heads_q, p.head_dim, p.o_row_stride, p.o_head_stride, 64), true};
 }
 
@@ -342,7 +358,7 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
     else return pack > 1 ? &fa3_forward_kernel<S, T, kCap, false, true> : &fa3_forward_kernel<S, T, kCap, false, false>;
   });
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  // O through the copy engine where the kernel stages it (D <= 128; epilogue.cuh).
+  // O through the copy engine where the kernel stages it (epilogue.cuh).
   const auto [map_o, o_tma] = o_map<S, T>(p, q_rows, pack, map_q);
   const int grid = std::min(sched.count(), device_attribute(cudaDevAttrMultiProcessorCount));
   kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, map_o, sched, o_tma);

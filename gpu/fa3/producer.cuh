@@ -61,6 +61,9 @@ __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileSche
       for (int c = 0; c < M::kChunks; ++c)
         tma_load_3d(&sm.k[s][c][0][0], map_k, &sm.k_full[s], c * M::kRow, k_rows + j * kBc, kv_head);
       mbar_wait(&sm.v_empty[s], parity ^ 1);
+      // O in V (smem.cuh kOInV): the tile before's O, staged in both V stages, read out by its stores first.
+      if constexpr (kOInV<S, T>)
+        if (x == x0 && tile_it > 0) mbar_wait(&sm.o_free, (tile_it - 1) & 1);
       mbar_arrive_expect_tx(&sm.v_full[s], kKVBytes);
 #pragma unroll
       for (int c = 0; c < M::kVChunks; ++c) {

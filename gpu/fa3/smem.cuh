@@ -44,6 +44,14 @@ struct Shape : RegisterSplit<kConsumers_, kConsumers_ == 2 ? 24 : 32> {
 // release and O's stores had been a tile's waits (forward v19).
 template <class S, typename T>
 constexpr bool kStagedTiles = fa3_forward_stages_o(S::D);
+// Above D = 128 (gpu/shapes.hpp fa3_forward_stages_o_in_v) O is staged in V's stages instead, warpgroup w's 64
+// rows in the stage of the tile's block `kStages - w` from its last, once both warpgroups' P V have read it
+// (epilogue.cuh); the producer loads the next tile's first V after Smem::o_free, where the stores have read them.
+template <class S, typename T>
+constexpr bool kOInV = fa3_forward_stages_o_in_v(S::D);
+// Whether O leaves by bulk tensor stores at all (where a tile allows: epilogue.cuh).
+template <class S, typename T>
+constexpr bool kStagesO = kStagedTiles<S, T> || kOInV<S, T>;
 
 // O's element type: the input's, or bf16 under FP8.
 template <typename T>
@@ -77,6 +85,11 @@ struct Smem : OStaging<kStagedTiles<S, T>, OutType<T>, S::D / 64, S::kBr, 64> {
   uint64_t k_full[S::kStages], k_empty[S::kStages], v_full[S::kStages], v_empty[S::kStages];
   int tile[2];                           // the tile indices the producer hands the consumers
   uint64_t tile_full[2], tile_empty[2];  // a slot written / read by every consumer warp
+  uint64_t o_free;  // kOInV: a tile's O out of V's stages (one arrival a consumer warpgroup, staged or not)
+  static_assert(!kOInV<S, T> || (S::kStages == 2 && S::kConsumers == 2 && kQBuffers == 1 &&
+                                 sizeof(v[0]) >= 64 * S::D * sizeof(OutType<T>)),
+                "O in V: a warpgroup's 64 rows in each of the two stages, and the producer's o_free wait one tile "
+                "behind (a single Q buffer keeps the consumers within a tile of it)");
 };
 
 }  // namespace flashlab::gpu::fa3
