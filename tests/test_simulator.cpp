@@ -256,14 +256,15 @@ TEST_CASE("predictions against every measured kernel: flashlab's fa3 forward (H1
   CHECK(w.bytes_ok >= 24);
 }
 
-// The same forward (v21: O staged for a bulk tensor store, in its own buffer beside two Q buffers at D <= 128 (v19),
-// in V's stages at d = 256; v18's Q blocks counted from the end where Br > Bc) on an H200 (2026-11-28; the d = 64
-// and 128 rows are v19's, whose kernels compile to the same PTX; v18's and v19's files kept beside it). No row
-// chose anything; the checks guard the level measured on arrival (v18's: 27 in bytes, 18 in time; v19's 27 and
-// 19; v21's 26 and 20: d = 256 causal at 2k read 8% more than v19 did, -17.9% against the model, one of the
-// d = 256 causal rows the replay under-reads, simulator/README.md).
+// The same forward (v22: O staged for a bulk tensor store, in its own buffer beside two Q buffers at D <= 128 (v19),
+// in V's stages at d = 256 (v21, freed a tile later since v22); v18's Q blocks counted from the end where Br > Bc)
+// on an H200 (2026-11-28; the d = 64 and 128 rows are v19's: v21 left those kernels' PTX as it was and v22 changed
+// only how they read the tile index, 1.00-1.03x in A/B; v18's, v19's and v21's files kept beside it). No row chose
+// anything; the checks guard the level measured on arrival (v18's: 27 in bytes, 18 in time; v19's 27 and 19;
+// v21's and v22's 26 and 20 / 22: d = 256 causal at 2k read 8% more than v19 did, -17.9% against the model, one
+// of the d = 256 causal rows the replay under-reads, simulator/README.md).
 TEST_CASE("predictions against every measured kernel: flashlab's fa3 forward (H200)") {
-  const Within w = rows_within("flashlab-fa3-h200-2026-11-28-v21.csv", "h200");
+  const Within w = rows_within("flashlab-fa3-h200-2026-11-28-v22.csv", "h200");
   CHECK(w.rows == 30);
   CHECK(w.bytes_ok >= 26);
 }

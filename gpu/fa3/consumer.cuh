@@ -150,9 +150,10 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     const int slot = k & 1;
     mbar_wait(&sm.tile_full[slot], (k >> 1) & 1);
     // The tile, its lengths, the walk's bounds and the step count are warp_uniform (ptx.cuh): the K/V stage
-    // each step reads, and so its wgmma descriptors, follow from them (forward v16).
-    const int t = warp_uniform(*reinterpret_cast<volatile int*>(&sm.tile[slot]));
-    __syncwarp();
+    // each step reads, and so its wgmma descriptors, follow from them (forward v16). Lane 0 reads the slot and
+    // frees it: the read and the arrive in one thread's order (with every lane reading and a __syncwarp before
+    // lane 0's arrive, racecheck reported the producer's next write to the slot, at a CTA's third tile).
+    const int t = warp_uniform(lane == 0 ? *reinterpret_cast<volatile int*>(&sm.tile[slot]) : 0);
     if (lane == 0) mbar_arrive(&sm.tile_empty[slot]);
     if (t >= sched.count()) break;
     const Tile tile = sched.at(t);
@@ -214,6 +215,8 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     // Q buffer qb (smem.cuh: two where kStagedTiles), its parity from the tiles before.
     const int qb = warp_uniform(tile_it % Smem<S, T>::kQBuffers);
     mbar_wait(&sm.q_full[qb], (tile_it / Smem<S, T>::kQBuffers) & 1);
+    if constexpr (kOInV<S, T>)
+      if (tile_it > 0) free_o_stage(sm);  // the tile before's O, out of V's stages by now (epilogue.cuh)
     ++tile_it;
     // The step count, carried around the loop over tiles, is re-made uniform at each tile: without it ptxas
     // held it in a general register, and every K/V stage address and k-step descriptor went through general
@@ -285,8 +288,8 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
                           o_tma, it);
   }
   turns.finish();
-  if constexpr (kStagesO<S, T>)
-    if (threadIdx.x % 128 == 0) bulk_wait<0>();  // the last staged store is done
+  if constexpr (kStagesO<S, T>)  // the last staged store is done (kOInV: no V load waits on its o_free)
+    if (threadIdx.x % 128 == 0) bulk_wait<0>();
 }
 
 }  // namespace flashlab::gpu::fa3

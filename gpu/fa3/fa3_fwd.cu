@@ -50,7 +50,9 @@
 // (causal 0.96-1.08x), d = 256 0.90-1.02x (causal 0.86-1.00x); against fa2 at d = 128, s >= 4k, 1.69-1.79x.
 // v21 on that H200, 2026-11-28 (bench/results/gpu-h200-2026-11-28-fa3-v21.csv; d <= 128 compile as v19's): d = 64
 // 0.92-1.13x (causal 0.90-1.10x), d = 128 0.98-1.07x (causal 0.98-1.07x), d = 256 1.00-1.06x (causal
-// 0.97-1.01x); against fa2 at d = 128, s >= 4k, 1.68-1.77x.
+// 0.97-1.01x); against fa2 at d = 128, s >= 4k, 1.68-1.77x. Latest, v22 on that H200, 2026-11-28
+// (bench/results/gpu-h200-2026-11-28-fa3-v22.csv): d = 64 0.97-1.13x (causal 0.91-1.14x), d = 128 0.99-1.06x
+// (causal 0.95-1.07x), d = 256 1.05-1.11x (causal 0.99-1.11x); against fa2 at d = 128, s >= 4k, 1.73-1.80x.
 //
 // Version index (bench/gpu_compare.py, bench/ab_libs.py --kernel fa3; H100, the sweep above, TFLOP/s at
 // d = 128 s = 16k non-causal / causal with cuDNN's in the same run; full entries in gpu/HISTORY.md):
@@ -174,6 +176,14 @@
 //       2k +10.1% / +6.4%, 4k +3.9% / +1.0%, 16k +3.5% / +1.0%; FP8 d = 256 (fp8-h200-2026-11-28-v21.csv, one
 //       order) +14% at 1k, +5-6% at 4k, 1.00x at 16k. Against cuDNN in the sweep: d = 256 1.00-1.06x, causal
 //       0.97-1.01x (v19 0.90-1.02x, 0.86-1.00x); s = 16k 696 / 610 TFLOP/s (cuDNN 662 / 602; H200).
+//   v22 v21's stage freed a tile later: the store's issuer had waited for the store to read V's stage right after
+//       issuing it (cp.async.bulk.wait_group.read) and held its warpgroup there; now it waits once its next tile's Q
+//       is in (epilogue.cuh free_o_stage), when the read is long done, and the producer's next V load waits on
+//       that. And lane 0 alone reads the tile slot it frees (racecheck had reported the slot's reuse at a CTA's
+//       third tile, every head dim, v21's and before). A/B in one process, both orders, H200 (ab-h200-2026-11-28-
+//       fa3-v22-*.csv; geometric mean): d = 256 +1.8% to +7.7% (s = 16k +7.7% / +3.4%), d <= 128 1.00-1.03x; FP8
+//       (fp8-h200-2026-11-28-v22.csv, one order) +0.9% to +5.7%. Against cuDNN in the sweep: d = 256 1.05-1.11x,
+//       causal 0.99-1.11x; s = 16k 739 / 623 TFLOP/s (cuDNN 670 / 602; H200).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
