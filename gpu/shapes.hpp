@@ -303,15 +303,14 @@ constexpr int fa3_padded_head_dim(int head_dim) { return fa2_padded_head_dim(hea
 constexpr bool fa3_backward_splits_head_dim(int head_dim) { return fa3_padded_head_dim(head_dim) == 256; }
 constexpr const char* kFa3HeadDims = "fa3 takes head dims that are multiples of 8 from 8 to 256";
 
-// Whether it holds two Q buffers and stages O in shared memory (gpu/fa3/epilogue.cuh): where they fit beside
+// Whether it holds two Q buffers and a staging buffer of O's own (gpu/fa3/epilogue.cuh): where they fit beside
 // the K/V stages, D <= 128 (at d = 256 a 16-bit Q is 64 KiB, and the K/V stages take the rest; FP8's O is
 // bf16, as large as a 16-bit Q).
-constexpr bool fa3_forward_stages_o(int d) { return d <= 128; }
 // Above that (d = 256, 16-bit or FP8) O is staged in V's two stages once the tile's last P V has read them
 // (a consumer warpgroup's 64 rows of 16-bit O, 32 KiB, in one stage: 40 KiB of 16-bit V, 32 KiB of FP8 V^T),
 // FlashAttention-3's place for it: no shared memory of its own, the producer holding the next tile's V until
-// the stores have read them.
-constexpr bool fa3_forward_stages_o_in_v(int d) { return d > 128; }
+// the stores have read them (gpu/fa3/smem.cuh kOInV).
+constexpr bool fa3_forward_stages_o(int d) { return d <= 128; }
 
 // Its shared memory: Q (Br x D of elem_bytes; two buffers where fa3_forward_stages_o, and O's staging buffer,
 // Br x D of 16 bits), `stages` K and V buffers (Bc x D each), and 1 KiB for the 1024-byte alignment the

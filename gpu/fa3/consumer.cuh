@@ -288,8 +288,7 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
                           o_tma, it);
   }
   turns.finish();
-  if constexpr (kStagesO<S, T>)  // the last staged store is done (kOInV: no V load waits on its o_free)
-    if (threadIdx.x % 128 == 0) bulk_wait<0>();
+  if (threadIdx.x % 128 == 0) bulk_wait<0>();  // the last staged store is done (kOInV: no V load waits on o_free)
 }
 
 }  // namespace flashlab::gpu::fa3

@@ -110,7 +110,7 @@ __device__ __forceinline__ void epilogue(const float (&acc_o)[S::D / 8][4], cons
     if constexpr (sizeof(T) == 1) inv[r] *= p.descale_v;
   }
   bool staged = false;
-  if constexpr (kStagesO<S, T> && !kPack) {
+  if constexpr (!kPack) {
     staged = o_tma && row0 >= 0 && row0 + S::kBr <= sq;  // every row of the tile in the sequence
     if (staged)
       store_o_staged<S, T>(acc_o, inv, sm, map_o, wg, int(seq.row_base) + row0 + wg * 64, tile.head, it);

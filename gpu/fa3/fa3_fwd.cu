@@ -323,12 +323,11 @@ bool o_fits_tensor_map(const AttentionParams& p) {
          (p.o_head_stride * 2) % 16 == 0;
 }
 
-// O's map for the staged stores of a kernel of shape S (16-bit O, q_rows rows, 64-row boxes: one consumer
-// warpgroup's), where its tiles are staged, not packed and O's strides allow; else no map (o_tma false) and
-// `unused` in its place (a kernel parameter the kernel then never reads).
-template <class S, typename T>
+// O's map for the staged stores (16-bit O, q_rows rows, 64-row boxes: one consumer warpgroup's), where the launch
+// does not pack and O's strides allow; else no map (o_tma false) and `unused` in its place (a kernel parameter
+// the kernel then never reads).
 std::pair<CUtensorMap, bool> o_map(const AttentionParams& p, int64_t q_rows, int pack, const CUtensorMap& unused) {
-  if (!kStagesO<S, T> || pack != 1 || !o_fits_tensor_map(p)) return {unused, false};
+  if (pack != 1 || !o_fits_tensor_map(p)) return {unused, false};
   return {rows_heads_map(p.o, q_rows, p.heads_q, p.head_dim, p.o_row_stride, p.o_head_stride, 64), true};
 }
 
@@ -369,7 +368,7 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   });
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // O through the copy engine where the kernel stages it (epilogue.cuh).
-  const auto [map_o, o_tma] = o_map<S, T>(p, q_rows, pack, map_q);
+  const auto [map_o, o_tma] = o_map(p, q_rows, pack, map_q);
   const int grid = std::min(sched.count(), device_attribute(cudaDevAttrMultiProcessorCount));
   kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, map_o, sched, o_tma);
   FLASHLAB_CUDA_LAUNCHED();
@@ -467,7 +466,7 @@ void launch_fp8(const AttentionParams& in, cudaStream_t stream) {
                                                   : &fa3_forward_kernel<S, T, false, false, false>);
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int grid = std::min(sched.count(), device_attribute(cudaDevAttrMultiProcessorCount));
-  const auto [map_o, o_tma] = o_map<S, T>(p, int64_t(p.batch) * p.seqlen_q, pack, map_q);  // O in bf16
+  const auto [map_o, o_tma] = o_map(p, int64_t(p.batch) * p.seqlen_q, pack, map_q);  // O in bf16
   kernel<<<grid, S::kThreads, smem, stream>>>(p, map_q, map_k, map_v, map_o, sched, o_tma);
   FLASHLAB_CUDA_LAUNCHED();
 }

@@ -44,14 +44,12 @@ struct Shape : RegisterSplit<kConsumers_, kConsumers_ == 2 ? 24 : 32> {
 // release and O's stores had been a tile's waits (forward v19).
 template <class S, typename T>
 constexpr bool kStagedTiles = fa3_forward_stages_o(S::D);
-// Above D = 128 (gpu/shapes.hpp fa3_forward_stages_o_in_v) O is staged in V's stages instead, warpgroup w's 64
-// rows in the stage of the tile's block `kStages - w` from its last, once both warpgroups' P V have read it
-// (epilogue.cuh); the producer loads the next tile's first V after Smem::o_free, where the stores have read them.
+// Elsewhere (D = 256) O is staged in V's stages instead, warpgroup w's 64 rows in the stage of the tile's block
+// `kStages - w` from its last, once both warpgroups' P V have read it (epilogue.cuh); the producer loads the next
+// tile's first V after Smem::o_free, where the stores have read them. Either way O leaves by bulk tensor stores
+// where a tile allows.
 template <class S, typename T>
-constexpr bool kOInV = fa3_forward_stages_o_in_v(S::D);
-// Whether O leaves by bulk tensor stores at all (where a tile allows: epilogue.cuh).
-template <class S, typename T>
-constexpr bool kStagesO = kStagedTiles<S, T> || kOInV<S, T>;
+constexpr bool kOInV = !kStagedTiles<S, T>;
 
 // O's element type: the input's, or bf16 under FP8.
 template <typename T>
