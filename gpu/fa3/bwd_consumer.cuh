@@ -8,9 +8,9 @@
 //   dV_w += P^T dO_i, dK_w += dS^T Q_i     wgmma, P^T and dS^T from registers (the accumulators are
 //                                          the A operand's layout), dO_i and Q_i read N-major
 //   dS^T -> shared memory                  in the 128-byte swizzle, keys as rows
-//   dQ_i (+)= dS K_j                       wgmma, dS^T and K both read MN-major, after both consumers'
-//                                          dS^T are in (named barrier kDsFull); each consumer a 64 x 64
-//                                          block of the step's dQ (BwdShape::kDqByRows)
+//   dQ_i = dS K_j                          wgmma, dS^T and K both read MN-major, after both consumers'
+//                                          dS^T are in (named barrier kDsFull), by consumer t % 2 alone:
+//                                          the consumers take turns (issue_and_hand_dq)
 //   dQ -> shared memory -> the dQ writer   (bwd_dq_writer.cuh)
 #pragma once
 #include "../mma.cuh"
@@ -20,6 +20,46 @@
 #include "wgmma_ops.cuh"
 
 namespace flashlab::gpu::fa3 {
+
+// The step's dQ = dS K (A = dS, B = K, both read MN-major over the block's 128 keys) by one consumer, into
+// shared memory in the scratch's order (dq_float4: two shares of 128 threads, the 64-row halves of the
+// 128 x 64 block at d = 64, the 64-column halves of the 64 x 128 one at d = 128), for the dQ writer.
+template <class S, typename T>
+__device__ void issue_and_hand_dq(BwdSmem<S, T>& sm, int t) {
+  constexpr int D = S::D, kBc = S::kBc;
+  float acc_dq[2][8][4];
+  wgmma_fence();
+  const uint64_t b0 = fresh<true>(sw128_desc(smem_u32(&sm.k[0][0][0]), kBc * 128, 1024));
+  if constexpr (S::kDqByRows) {  // d = 64: two m64n64 blocks a k-step, one a 64-query block of dS^T
+    const uint64_t a0 = fresh<true>(sw128_desc(smem_u32(&sm.ds[t & 1][0][0][0]), kBc * 128, 1024));
+    const uint64_t a1 = fresh<true>(sw128_desc(smem_u32(&sm.ds[t & 1][1][0][0]), kBc * 128, 1024));
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk) {
+      mma_ss_tt<64, T>(acc_dq[0], desc_plus(a0, kk * 16 * 128), desc_plus(b0, kk * 16 * 128), kk > 0);
+      mma_ss_tt<64, T>(acc_dq[1], desc_plus(a1, kk * 16 * 128), desc_plus(b0, kk * 16 * 128), kk > 0);
+    }
+  } else {  // d = 128: one m64n128 block a k-step, its accumulator blocks 0-7 and 8-15 the two shares
+    const uint64_t a0 = fresh<true>(sw128_desc(smem_u32(&sm.ds[t & 1][0][0][0]), kBc * 128, 1024));
+    auto& acc = reinterpret_cast<float(&)[D / 8][4]>(acc_dq);
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk)
+      mma_ss_tt<D, T>(acc, desc_plus(a0, kk * 16 * 128), desc_plus(b0, kk * 16 * 128), kk > 0);
+  }
+  wgmma_commit();
+  named_sync(kDqEmpty, S::kDqThreads);  // the writer has read the step before's out
+  wgmma_wait<0>();
+  const int c = threadIdx.x % 128;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    fence_regs(acc_dq[h]);
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj)
+      reinterpret_cast<float4*>(sm.dq)[dq_float4(jj, h * 128 + c)] =
+          make_float4(acc_dq[h][jj][0], acc_dq[h][jj][1], acc_dq[h][jj][2], acc_dq[h][jj][3]);
+  }
+  fence_async_shared();
+  named_arrive(kDqFull, S::kDqThreads);
+}
 
 template <class S, typename T, bool kSoftcap, bool kMask>
 __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Sequence& seq,
@@ -99,50 +139,26 @@ __device__ void consume_bwd(BwdSmem<S, T>& sm, const BackwardParams& p, const Se
       fence_async_shared();  // visible to the wgmma (the async proxy) once both consumers meet at kDsFull
     }
 
-    // dV += P^T dO, then (both consumers' dS^T in) dQ, then dK += dS^T Q, three wgmma groups, so that the
-    // dQ block goes to shared memory while dK's GEMM runs (FlashAttention-3's order; v9). P^T and dS^T from
-    // registers, kBr / 16 steps of 16 query rows, dO and Q read N-major.
+    // dV += P^T dO and dK += dS^T Q (P^T and dS^T from registers, kBr / 16 steps of 16 query rows, dO and
+    // Q read N-major); then, once both consumers' dS^T are in (kDsFull), the step's whole dQ = dS K by
+    // consumer t % 2 alone, while the other goes on to step t + 1 (v15): the two take turns, so that one's
+    // softmax runs under the other's GEMMs. Before, each computed its half of every step's dQ after every
+    // kDsFull, their softmaxes in step and the tensor cores idle through them; SDPA's cuDNN kernel takes
+    // turns (its SASS at d = 128, gpu/HISTORY.md).
     wgmma_fence();
     const uint64_t o0_n = fresh<true>(sw128_desc(smem_u32(&sm.d_o[st][0][0][0]), kBr * 128, 1024));
 #pragma unroll
     for (int kk = 0; kk < kBr / 16; ++kk) mma_rs_bt<D, T>(acc_dv, pa[kk], desc_plus(o0_n, kk * 16 * 128), 1);
-    wgmma_commit();
-
-    // dQ's 64 x 64 block of this consumer: A = dS (rows: its 64 query rows), B = K (its 64 columns), both
-    // read MN-major over the block's 128 keys.
-    named_sync(kDsFull, 256);
-    float acc_dq[8][4];
-    {
-      const int qa = S::kDqByRows ? w : 0, kb = S::kDqByRows ? 0 : w;
-      wgmma_fence();
-      const uint64_t a0 = fresh<true>(sw128_desc(smem_u32(&sm.ds[t & 1][qa][0][0]), kBc * 128, 1024));
-      const uint64_t b0 = fresh<true>(sw128_desc(smem_u32(&sm.k[kb][0][0]), kBc * 128, 1024));
-#pragma unroll
-      for (int kk = 0; kk < kBc / 16; ++kk)
-        mma_ss_tt<64, T>(acc_dq, desc_plus(a0, kk * 16 * 128), desc_plus(b0, kk * 16 * 128), kk > 0);
-      wgmma_commit();
-    }
     const uint64_t q0_n = fresh<true>(sw128_desc(smem_u32(&sm.q[st][0][0][0]), kBr * 128, 1024));
 #pragma unroll
     for (int kk = 0; kk < kBr / 16; ++kk) mma_rs_bt<D, T>(acc_dk, dsa[kk], desc_plus(q0_n, kk * 16 * 128), 1);
     wgmma_commit();
-    wgmma_wait<1>();  // dV and dQ done, dK still running
-    fence_regs(acc_dv);
-    fence_regs(acc_dq);
-
-    // The step's dQ to the writer.
-    named_sync(kDqEmpty, kDqThreads);
-    const int c = w * 128 + threadIdx.x % 128;
-#pragma unroll
-    for (int jj = 0; jj < 8; ++jj)
-      reinterpret_cast<float4*>(sm.dq)[dq_float4(jj, c)] =
-          make_float4(acc_dq[jj][0], acc_dq[jj][1], acc_dq[jj][2], acc_dq[jj][3]);
-    fence_async_shared();
-    named_arrive(kDqFull, kDqThreads);
-
+    named_sync(kDsFull, 256);
     wgmma_wait<0>();
+    fence_regs(acc_dv);
     fence_regs(acc_dk);
     if (t + S::kStages < walk.steps) named_arrive(kStageEmpty + st, kStageThreads);  // done with Q, dO, LSE2, D
+    if (w == (t & 1)) issue_and_hand_dq<S, T>(sm, t);
   }
 
   // Epilogue: dK_j (times the scale prob_grad left out) and dV_j, zero for keys no query row sees, each

@@ -22,11 +22,14 @@ struct BwdShape : RegisterSplit<2, 24> {
   static constexpr bool kSplitD = fa3_backward_splits_head_dim(D);
   static constexpr int kChunks = D / 64;  // 64-column (128-byte) blocks of a row of Q, dO, K, V
   static constexpr int kQChunks = kBr / 64;  // 64-query blocks of a row of dS^T
-  // A step's dQ (kBr x D) is split between the consumers so that each computes its block with one wgmma
-  // column: by rows where kBr = 128 (consumer w takes rows 64 w..), by columns where kBr = 64 (columns
-  // D / 2 w..: 64 x 64 at d = 128, 64 x 128 at d = 256).
+  // A step's dQ (kBr x D) is two shares in the scratch's order (dq_float4), each the accumulators of one
+  // wgmma column of 128 threads: by rows where kBr = 128 (share h rows 64 h..), by columns where kBr = 64
+  // (columns D / 2 h..: 64 x 64 at d = 128; at d = 256 64 x 128, consumer h's).
   static constexpr bool kDqByRows = kBr == 128;
-  static constexpr int kDqCols = kDqByRows ? D : D / 2;  // a consumer's columns of dQ
+  static constexpr int kDqCols = kDqByRows ? D : D / 2;  // a share's columns of dQ
+  // One consumer computes a step's whole kBr x D dQ, consumer t % 2 at step t (bwd_consumer.cuh says
+  // why); with it the dQ writer's warp meets at kDqEmpty / kDqFull (bwd_dq_writer.cuh).
+  static constexpr int kDqThreads = 128 + 32;
   static_assert(kSplitD ? kBr == 64 && kBc == 64 : kBr * D == 64 * 64 * kConsumers && kBc == 128,
                 "up to d = 128 each consumer's share of dQ is 64 x 64; at d = 256 the CTA is 64 x 64");
   static constexpr int kDqFloats = kBr * D;  // a step's dQ, in the consumers' accumulator order (below)
@@ -77,7 +80,7 @@ constexpr int kTraded = 8;    // d = 256: both consumers' halves of a step's P^T
 // d = 256, deterministic: consumer w's turn to add into a Q block (kDqTurn + w: its turn keeper arrives, the
 // warpgroup syncs) and its atomics issued (kDqAdded + w: the warpgroup arrives, the keeper syncs); 128 + 32.
 constexpr int kDqTurn = 9, kDqAdded = 11, kTurnThreads = 128 + 32;
-constexpr int kDqThreads = 256 + 32, kStageThreads = 256 + 32;
+constexpr int kStageThreads = 256 + 32;  // the dQ hand-over's count is BwdShape::kDqThreads
 
 // The scratch (fa3_backward_scratch_bytes): per query head, each batch entry's rows padded to whole Q
 // blocks of kBr, entry b's first block at block_start(b):
@@ -109,7 +112,7 @@ __device__ inline int64_t block_start(const AttentionParams& p, int b) {
 // block jj (8 columns) of consumer thread c (0..255) is float4 jj * 256 + c, so that a warp's stores (or,
 // at d = 256, its atomics) are 512 contiguous bytes. Its four floats are (row, col), (row, col + 1),
 // (row + 8, col), (row + 8, col + 1) of the kBr x D block: rows 16 warp + lane / 4 and columns
-// 8 jj + 2 (lane % 4) of consumer w's share (BwdShape::kDqByRows, kDqCols). The consumers write it (dq_float4), the convert kernel reads it (dq_place).
+// 8 jj + 2 (lane % 4) of share w = c / 128 (BwdShape::kDqByRows, kDqCols). The consumers write it (dq_float4), the convert kernel reads it (dq_place).
 __host__ __device__ constexpr int dq_float4(int jj, int consumer_thread) { return jj * 256 + consumer_thread; }
 struct DqPlace {
   int row, col;
