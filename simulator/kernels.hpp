@@ -52,7 +52,8 @@ struct KernelShape {
   double exchanges_per_tile = 0;  // FA2 backward: shared-memory hand-offs between warps per tile, each behind a barrier
   bool consumers_meet_each_tile = false;  // flashlab's fa3 backward: its two consumer warpgroups meet at a
                                           // named barrier every step (dS^T for the dQ GEMM), so one's softmax
-                                          // cannot run under the other's GEMMs
+                                          // cannot run under the other's GEMMs (v15's turns at d <= 128 let
+                                          // them alternate; not modelled, kernels.cpp says why)
 };
 
 // Seconds per element of S on one SM, by unit, and the whole step.
