@@ -32,11 +32,14 @@
 //
 // Tile shape: shapes.hpp's fa3_backward_shape (`flashlab shapes --algo fa3 --pass bwd`).
 //
-// Where it stands (v9, 2026-11-27, H100, one process; bench/results/gpu-h100-2026-11-27-fa3-fwdbwd-v9.csv):
-// forward (fa3) + backward against SDPA's cuDNN backend, s = 1k-16k: d = 64 0.97-1.03x, d = 128 0.90-0.98x
-// (without a mask 0.90-0.94x), d = 256 0.96-1.06x; 1.39-1.67x our fa2; deterministic against atomic d = 64
-// 0.83-1.18x, d = 128 0.89-1.12x, d = 256 0.65-0.74x (-v9-deterministic.csv). v8's sweep: d = 64
-// 0.95-1.04x, d = 128 0.92-0.96x, d = 256 0.92-1.09x (cuDNN's own times move 2-5% between runs). Earlier: NVIDIA H100 80GB HBM3, 2026-11-23, v3, bf16, batch x
+// Where it stands (v15, 2026-11-29, NVIDIA H200, one process; bench/results/gpu-h200-2026-11-29-fa3-bwd-v15.csv):
+// forward (fa3) + backward against SDPA's cuDNN backend, s = 1k-16k: d = 64 0.99-1.13x, d = 128 0.94-1.04x,
+// d = 256 0.99-1.16x (below 1.0: d = 128 at s = 1k 0.94, causal 0.99, at 2k 0.996; d = 64 at 1k 0.99; d = 256
+// causal at 2k 0.99);
+// 1.46-1.84x our fa2; deterministic against atomic (-v15-deterministic.csv) d = 64 0.97-1.08x, d = 128
+// 0.93-1.06x, d = 256 0.86-0.94x. (H200 and H100 timings are not comparable; not measured on an H100 since
+// v10, whose sweep, bench/results/gpu-h100-2026-11-27-fa3-v17.csv: d = 64 0.97-1.03x, d = 128 0.90-1.01x,
+// d = 256 0.98-1.11x.) Earlier: NVIDIA H100 80GB HBM3, 2026-11-23, v3, bf16, batch x
 // seqlen = 16k, heads x d = 2048,
 // forward (fa3) + backward against SDPA's cuDNN backend in the same process, s = 1k-16k
 // (bench/results/gpu-h100-2026-11-23-fa3-bwd-v3.csv): d = 64 0.85-0.97x (causal 0.82-0.95x), d = 128
@@ -127,6 +130,16 @@
 //       sequence 5821 vs 6117 us; d = 64 unchanged (1484 vs 1474 us). What stays: at d = 64 the mask kernel's
 //       whole step is 1.15x the unmasked kernel's (one document: 3477 vs 3032 us) and a partial step costs
 //       3.6-4.0x a whole one (d = 128 2.9-3.1x), not the verdicts' work; fa2's v11 is at 1.43x.
+//   v15 d <= 128: a step's dQ GEMM by one consumer, consumer t % 2 at step t, the other running ahead into
+//       step t + 1 (bwd_consumer.cuh issue_and_hand_dq; dV's and dK's GEMMs waited for first, so dQ's 64
+//       accumulators take their registers). Each consumer had computed half of every step's dQ after the
+//       step's barrier, so their softmaxes coincided and the tensor cores idled through them (ncu at d = 128
+//       s = 8k: tensor pipe 59% against cuDNN's 67%, the top stall the barrier); SDPA's cuDNN kernel takes
+//       turns (its SASS: per 64 x 64 tile 16 m64n64 and 12 m64n128 wgmmas, the step's dQ m64n128k128 on
+//       alternate steps; bench/results/ncu-sass-h200-2026-11-29-*). A/B in one process, both orders, H200
+//       (ab-h200-2026-11-29-fa3-bwd-dq-turns-*.csv): forward + backward +3.1-6.0% a cell at d = 64 and 128,
+//       s = 1k-16k; masked +3.5-9.9% (masks-h200-2026-11-29-fa3-bwd-v15-ab.csv). ncu at d = 128 s = 8k: 4466
+//       us against cuDNN's 4499 (v14 4943), tensor pipe 65.8% against 66.8%.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
