@@ -46,7 +46,7 @@ __device__ void issue_and_hand_dq(BwdSmem<S, T>& sm, int t) {
       mma_ss_tt<D, T>(acc, desc_plus(a0, kk * 16 * 128), desc_plus(b0, kk * 16 * 128), kk > 0);
   }
   wgmma_commit();
-  named_sync(kDqEmpty, S::kDqThreads);  // the writer has read the step before's out
+  named_sync(kDqEmpty, kDqThreads);  // the writer has read the step before's out
   wgmma_wait<0>();
   const int c = threadIdx.x % 128;
 #pragma unroll
@@ -58,7 +58,7 @@ __device__ void issue_and_hand_dq(BwdSmem<S, T>& sm, int t) {
           make_float4(acc_dq[h][jj][0], acc_dq[h][jj][1], acc_dq[h][jj][2], acc_dq[h][jj][3]);
   }
   fence_async_shared();
-  named_arrive(kDqFull, S::kDqThreads);
+  named_arrive(kDqFull, kDqThreads);
 }
 
 template <class S, typename T, bool kSoftcap, bool kMask>

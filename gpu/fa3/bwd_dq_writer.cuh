@@ -7,9 +7,9 @@
 namespace flashlab::gpu::fa3 {
 
 // The hand-over of sm.dq between the consumer whose turn the step is (128 threads) and the writer (one
-// warp), two named barriers of BwdShape::kDqThreads (bwd_smem.cuh): the consumer syncs on kDqEmpty
-// before writing a step's dQ and arrives on kDqFull after; the writer syncs on kDqFull and arrives on
-// kDqEmpty once its reduction has read shared memory (and once before the first step).
+// warp), two named barriers of kDqThreads (bwd_smem.cuh): the consumer syncs on kDqEmpty before writing a
+// step's dQ and arrives on kDqFull after; the writer syncs on kDqFull and arrives on kDqEmpty once its
+// reduction has read shared memory (and once before the first step).
 
 // Deterministic: the K/V blocks that see Q block i add into it one at a time, from the last of them down
 // (a CTA waits, before its reduction, until the semaphore of (head, Q block) counts the blocks after it,
@@ -56,11 +56,11 @@ __device__ void write_dq(BwdSmem<S, T>& sm, const BackwardParams& p, const BwdSc
   constexpr int kBr = S::kBr;
   const bool leader = threadIdx.x % 32 == 0;
   const int64_t first = block_start<kBr>(p, b);
-  if (walk.steps > 0) named_arrive(kDqEmpty, S::kDqThreads);
+  if (walk.steps > 0) named_arrive(kDqEmpty, kDqThreads);
   for (int t = 0; t < walk.steps; ++t) {
     const int h = walk.head(t), i = walk.block(t);
     const int64_t block = int64_t(h) * sc.blocks + first + i;
-    named_sync(kDqFull, S::kDqThreads);
+    named_sync(kDqFull, kDqThreads);
     if (leader) {
       if constexpr (kDeterministic) {
         // This K/V block's place among those Q block i sees (the forward's key_blocks of that block).
@@ -80,7 +80,7 @@ __device__ void write_dq(BwdSmem<S, T>& sm, const BackwardParams& p, const BwdSc
       }
     }
     __syncwarp();
-    if (t + 1 < walk.steps) named_arrive(kDqEmpty, S::kDqThreads);
+    if (t + 1 < walk.steps) named_arrive(kDqEmpty, kDqThreads);
   }
   if (leader) bulk_wait<0>();  // every reduction complete before the CTA's shared memory goes away
 }

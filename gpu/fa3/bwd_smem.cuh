@@ -27,11 +27,8 @@ struct BwdShape : RegisterSplit<2, 24> {
   // (columns D / 2 h..: 64 x 64 at d = 128; at d = 256 64 x 128, consumer h's).
   static constexpr bool kDqByRows = kBr == 128;
   static constexpr int kDqCols = kDqByRows ? D : D / 2;  // a share's columns of dQ
-  // One consumer computes a step's whole kBr x D dQ, consumer t % 2 at step t (bwd_consumer.cuh says
-  // why); with it the dQ writer's warp meets at kDqEmpty / kDqFull (bwd_dq_writer.cuh).
-  static constexpr int kDqThreads = 128 + 32;
   static_assert(kSplitD ? kBr == 64 && kBc == 64 : kBr * D == 64 * 64 * kConsumers && kBc == 128,
-                "up to d = 128 each consumer's share of dQ is 64 x 64; at d = 256 the CTA is 64 x 64");
+                "up to d = 128 each share of dQ is 64 x 64; at d = 256 the CTA is 64 x 64");
   static constexpr int kDqFloats = kBr * D;  // a step's dQ, in the consumers' accumulator order (below)
   // Deterministic semaphores a Q block (BwdScratch::sem): one for the dQ writer's reduction, or at d = 256
   // one a consumer, whose atomics add disjoint columns.
@@ -80,7 +77,10 @@ constexpr int kTraded = 8;    // d = 256: both consumers' halves of a step's P^T
 // d = 256, deterministic: consumer w's turn to add into a Q block (kDqTurn + w: its turn keeper arrives, the
 // warpgroup syncs) and its atomics issued (kDqAdded + w: the warpgroup arrives, the keeper syncs); 128 + 32.
 constexpr int kDqTurn = 9, kDqAdded = 11, kTurnThreads = 128 + 32;
-constexpr int kStageThreads = 256 + 32;  // the dQ hand-over's count is BwdShape::kDqThreads
+constexpr int kStageThreads = 256 + 32;
+// A step's whole dQ is one consumer's, consumer t % 2 at step t (bwd_consumer.cuh issue_and_hand_dq): it
+// and the dQ writer's warp meet at kDqEmpty / kDqFull (bwd_dq_writer.cuh).
+constexpr int kDqThreads = 128 + 32;
 
 // The scratch (fa3_backward_scratch_bytes): per query head, each batch entry's rows padded to whole Q
 // blocks of kBr, entry b's first block at block_start(b):
