@@ -53,6 +53,9 @@
 // 0.97-1.01x); against fa2 at d = 128, s >= 4k, 1.68-1.77x. Latest, v22 on that H200, 2026-11-28
 // (bench/results/gpu-h200-2026-11-28-fa3-v22.csv): d = 64 0.97-1.13x (causal 0.91-1.14x), d = 128 0.99-1.06x
 // (causal 0.95-1.07x), d = 256 1.05-1.11x (causal 0.99-1.11x); against fa2 at d = 128, s >= 4k, 1.73-1.80x.
+// The same code re-measured on that H200, 2026-11-29 (bench/results/gpu-h200-2026-11-29-fa3-bwd-v15.csv): d = 64
+// 0.99-1.17x (causal 0.88-1.14x), d = 128 0.94-1.03x (causal 0.97-1.14x), d = 256 1.02-1.09x (causal
+// 0.96-1.05x), 1.71-1.87x fa2; ours within 2% a cell of the day before, cuDNN's d = 128 at 4k and 8k 5-10% faster.
 //
 // Version index (bench/gpu_compare.py, bench/ab_libs.py --kernel fa3; H100, the sweep above, TFLOP/s at
 // d = 128 s = 16k non-causal / causal with cuDNN's in the same run; full entries in gpu/HISTORY.md):
