@@ -25,9 +25,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fa2_abi import Fa2, load  # noqa: E402
 
 
-def device_times(torch, fn, calls=10):
-    """Each CUDA kernel's device time per call of fn (ms), by its unqualified name, the mean of `calls`
-    calls after three warm-up calls (torch.profiler). Also mask_kernel_split.py's."""
+def cuda_events(torch, fn, calls=10):
+    """torch.profiler's CUDA-activity events of `calls` calls of fn, after three warm-up calls. Also
+    launch_gaps.py's."""
     from torch.profiler import ProfilerActivity, profile
     for _ in range(3):
         fn()
@@ -36,10 +36,20 @@ def device_times(torch, fn, calls=10):
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
+    return [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def short_name(name):
+    """A kernel's name without its namespaces, template arguments and `void`."""
+    return re.sub(r".*::", "", name.split("<")[0]).replace("void ", "")
+
+
+def device_times(torch, fn, calls=10):
+    """Each CUDA kernel's device time per call of fn (ms), by its unqualified name, the mean of `calls`
+    calls after three warm-up calls (torch.profiler). Also mask_kernel_split.py's."""
     per = collections.defaultdict(float)
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            per[re.sub(r".*::", "", e.name.split("<")[0]).replace("void ", "")] += e.device_time / calls / 1e3
+    for e in cuda_events(torch, fn, calls):
+        per[short_name(e.name)] += e.device_time / calls / 1e3
     return dict(per)
 
 

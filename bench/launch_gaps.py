@@ -15,30 +15,18 @@ Usage: python3 bench/launch_gaps.py LIB.so [--hdim 128] [--seqlens 1024,2048] [-
 import argparse
 import collections
 import os
-import re
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fa2_abi import Fa2, load  # noqa: E402
+from kernel_times import cuda_events, short_name  # noqa: E402
 
 
 def kernel_timeline(torch, fn, calls):
     """The CUDA kernels (and memsets) of `calls` calls of fn, as (start us, end us, short name), in order."""
-    from torch.profiler import ProfilerActivity, profile
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    out = []
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA and e.time_range.elapsed_us() > 0:
-            name = re.sub(r".*::", "", e.name.split("<")[0]).replace("void ", "")[:40]
-            out.append((e.time_range.start, e.time_range.end, name))
-    return sorted(out)
+    return sorted((e.time_range.start, e.time_range.end, short_name(e.name)[:40])
+                  for e in cuda_events(torch, fn, calls) if e.time_range.elapsed_us() > 0)
 
 
 def host_time_us(torch, fn, calls):
