@@ -140,6 +140,7 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
                         const CUtensorMap* map_o, bool o_tma) {
   constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages;
   constexpr bool kFromEnd = fa3_forward_q_blocks_from_end(kMask, kBr, kBc);  // scheduler.cuh first_row
+  constexpr bool kOwnEnds = kOwnWalkEnds<kMask, kPack>(kBr, kBc);  // below: xw
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int qrow = lane / 4;
   const float c = kSoftcap ? mma::kLog2e : p.scale * mma::kLog2e;  // scores -> log2 units
@@ -191,6 +192,9 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
       f1 = walk.list ? walk.count : blocks.full_hi / kBc - blocks.begin;
     }
     auto needs_mask = [&](int x, int j) { return kMask ? !(x >= f0 && x < f1) : blocks.needs_mask(j); };
+    // This warpgroup's own end of the walk, [x0, xw) (kOwnEnds; scheduler.cuh own_end): the blocks past it are
+    // the producer's to release for it, and their turns are taken without GEMMs (below).
+    const int xw = kOwnEnds ? warp_uniform(TileScheduler::own_end<kBc>(row0, wg, sq, sk, p.window_right, x0, x1)) : x1;
 
     Rows<S, T, kSoftcap, kMask> rows;
     rows.qcol = (lane % 4) * 2;
@@ -222,7 +226,7 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
     // held it in a general register, and every K/V stage address and k-step descriptor went through general
     // registers and R2UR moves (d = 128: 77 R2UR between the first and last HGMMA, 3 with it).
     it = warp_uniform(it);
-    const int n = x1 - x0;
+    const int n = xw - x0;  // this warpgroup's blocks (the tile's, x1 - x0, without kOwnEnds)
     if (n > 0) {
       // Block 0: S_0 alone; its softmax has no GEMM to hide under.
       {
@@ -243,7 +247,7 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
       }
       // Blocks 1 .. n-1 of the walk: S_j and the previous block's P V in flight together; S_j's softmax under
       // the second.
-      for (int x = x0 + 1; x < x1; ++x, ++it) {
+      for (int x = x0 + 1; x < xw; ++x, ++it) {
         const int j = block(x);
         const int s = it % kStages, sp = (it - 1) % kStages;
         mbar_wait(&sm.k_full[s], (it / kStages) & 1);
@@ -258,7 +262,7 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
         wgmma_wait<1>();  // S_j is done (P V may still run)
         fence_regs(acc_s);
         if (lane == 0) mbar_arrive(&sm.k_empty[s]);
-        if (x + 1 == x1 && lane == 0) mbar_arrive(&sm.q_empty[qb]);
+        if (x + 1 == xw && lane == 0) mbar_arrive(&sm.q_empty[qb]);
         rows.softmax(acc_s, j, needs_mask(x, j), p, c, alpha);
         wgmma_wait<0>();  // P_{j-1} V_{j-1} is done: its registers and V's stage are free
         fence_regs(acc_o);
@@ -280,6 +284,21 @@ __device__ void consume(Smem<S, T>& sm, const AttentionParams& p, const TileSche
       }
     } else if (lane == 0) {
       mbar_arrive(&sm.q_empty[qb]);  // no key to see: Q was not needed
+    }
+    if constexpr (kOwnEnds) {
+      // The tile's blocks past this warpgroup's keys: no GEMM, no softmax, and their stages released by the
+      // producer (producer.cuh), but each its turn of the ping-pong taken and passed, so that every warpgroup takes
+      // a tile's x1 - x0 + 1 turns (one with no block its first one too). x1 is made again, from a fresh sq: held
+      // through the loop beside xw, it cost d = 256's consumers 8 bytes more of spills.
+      const int sq_e = fresh(sq);
+      const TileScheduler::TileRows tr_e = TileScheduler::tile_rows<kFromEnd>(tile.m_block, kBr, sq_e);
+      const int skipped =
+          warp_uniform(key_blocks<kBc>(tr_e.first, tr_e.count, sq_e, sk, p.window_left, p.window_right).end) - xw;
+      for (int turn = n == 0 && skipped > 0 ? -1 : 0; turn < skipped; ++turn) {
+        turns.wait_turn();
+        turns.pass_turn();
+      }
+      it += skipped;
     }
 
     const int rows_e = sched.rows<kBr, kPack>();  // read again: not held through the loop

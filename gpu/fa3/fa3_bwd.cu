@@ -39,7 +39,9 @@
 // 1.46-1.84x our fa2; deterministic against atomic (-v15-deterministic.csv) d = 64 0.97-1.08x, d = 128
 // 0.93-1.06x, d = 256 0.86-0.94x. (H200 and H100 timings are not comparable; not measured on an H100 since
 // v10, whose sweep, bench/results/gpu-h100-2026-11-27-fa3-v17.csv: d = 64 0.97-1.03x, d = 128 0.90-1.01x,
-// d = 256 0.98-1.11x.) Earlier: NVIDIA H100 80GB HBM3, 2026-11-23, v3, bf16, batch x
+// d = 256 0.98-1.11x.) Latest, this code with forward v23, same H200, 2026-11-29 (gpu-h200-2026-11-29-fa3-v23-
+// fwdbwd.csv): d = 64 0.99-1.12x, d = 128 0.95-1.06x (below 1.0: s = 1k 0.95, causal 0.96), d = 256 1.03-1.14x.
+// Earlier: NVIDIA H100 80GB HBM3, 2026-11-23, v3, bf16, batch x
 // seqlen = 16k, heads x d = 2048,
 // forward (fa3) + backward against SDPA's cuDNN backend in the same process, s = 1k-16k
 // (bench/results/gpu-h100-2026-11-23-fa3-bwd-v3.csv): d = 64 0.85-0.97x (causal 0.82-0.95x), d = 128

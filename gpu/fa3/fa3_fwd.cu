@@ -56,6 +56,11 @@
 // The same code re-measured on that H200, 2026-11-29 (bench/results/gpu-h200-2026-11-29-fa3-bwd-v15.csv): d = 64
 // 0.99-1.17x (causal 0.88-1.14x), d = 128 0.94-1.03x (causal 0.97-1.14x), d = 256 1.02-1.09x (causal
 // 0.96-1.05x), 1.71-1.87x fa2; ours within 2% a cell of the day before, cuDNN's d = 128 at 4k and 8k 5-10% faster.
+// Latest, v23 on that H200, 2026-11-29, two sweeps in two processes (bench/results/gpu-h200-2026-11-29-fa3-v23.csv,
+// -v23-fwdbwd.csv): d = 64 0.94-1.16x (causal 0.93-1.15x), d = 128 0.96-1.04x (causal 0.98-1.07x), d = 256
+// 1.04-1.13x (causal 0.96-1.12x); against fa2 at d = 128, s >= 4k, 1.62-1.81x. Short in them: d = 64 at s = 1k
+// (0.94-0.96, causal 0.93-0.94), d = 128 at 1k-4k in one run or the other (0.96-0.99), d = 256 causal at 8k and
+// 16k in the second (0.96-0.98; 1.00 and 1.04 in the first): cuDNN's own cells moved 3-7% between the two runs.
 //
 // Version index (bench/gpu_compare.py, bench/ab_libs.py --kernel fa3; H100, the sweep above, TFLOP/s at
 // d = 128 s = 16k non-causal / causal with cuDNN's in the same run; full entries in gpu/HISTORY.md):
@@ -187,6 +192,18 @@
 //       fa3-v22-*.csv; geometric mean): d = 256 +1.8% to +7.7% (s = 16k +7.7% / +3.4%), d <= 128 1.00-1.03x; FP8
 //       (fp8-h200-2026-11-28-v22.csv, one order) +0.9% to +5.7%. Against cuDNN in the sweep: d = 256 1.05-1.11x,
 //       causal 0.99-1.11x; s = 16k 739 / 623 TFLOP/s (cuDNN 670 / 602; H200).
+//   v23 each consumer warpgroup walks only the key blocks its own 64 rows see, where tiles are taller than key
+//       blocks (d = 64's 192 x 128, d = 256's 128 x 80; scheduler.cuh own_end): under a causal mask a 192-row
+//       tile's first warpgroups skip the diagonal's last block or two, and a ragged first tile's rows before the
+//       sequence compute nothing (at d = 64 s = 1k causal a head's warpgroup-blocks 81 -> 72). The skipping
+//       warpgroup still takes its turns of the ping-pong; the producer makes its arrivals on the skipped
+//       stages (mbarrier.arrive with a count, once the load is issued). A/B in one process, both orders, H200
+//       (ab-h200-2026-11-29-fa3-v23-own-ends-*.csv; geometric mean): d = 64 causal +4.2% at s = 1k, +5.3% at
+//       2k, -0.4% / +0.8% at 4k / 16k; without a mask -1.7% to +3.3% (runs' spread); d = 256 -0.2% to +1.4%.
+//       Less than the 11% of warpgroup-blocks; not measured why (likely: the turns keep the warpgroups in step,
+//       and the last warpgroup's walk, all of the tile's blocks, is as long as before). A first version (the producer's
+//       count made a block, the tile's end held through the loop) measured d = 256 -1.5% to -7% in one order
+//       (ab-h200-2026-11-29-fa3-own-ends-first-try.csv). d = 128 and FP8 (square tiles) keep their code.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

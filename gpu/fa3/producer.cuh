@@ -17,6 +17,7 @@ __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileSche
   constexpr int D = S::D, kBc = S::kBc, kBr = S::kBr, kStages = S::kStages;
   constexpr uint32_t kQBytes = kBr * D * sizeof(T), kKVBytes = kBc * D * sizeof(T);
   constexpr bool kFromEnd = fa3_forward_q_blocks_from_end(kMask, kBr, kBc);  // scheduler.cuh first_row
+  constexpr bool kOwnEnds = kOwnWalkEnds<kMask, kPack>(kBr, kBc);
   const int group = p.heads_q / p.heads_kv;
   int it = 0, tile_it = 0;  // K/V blocks and tiles issued so far: the stage and the mbarrier parities
   int t = blockIdx.x;
@@ -40,6 +41,21 @@ __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileSche
                                  : BlockWalk{};
     // The walk's steps [x0, x1): block x itself (the run, as before masks), or the walk's block x (kMask).
     const int x0 = kMask ? 0 : blocks.begin, x1 = kMask ? walk.count : blocks.end;
+    // kOwnEnds (consumer.cuh): the consumer warps a block is past the walk of, whose arrivals on its stage's
+    // "empty" barriers this thread makes for them once the load is issued (the stage's use before has completed
+    // then, so they count towards this one). The last warpgroup's walk is the tile's; the others' ends, made once a
+    // tile (a warpgroup's walk ends no later than the next one's).
+    int ends[S::kConsumers - 1];
+    if constexpr (kOwnEnds)
+#pragma unroll
+      for (int w = 0; w + 1 < S::kConsumers; ++w)
+        ends[w] = TileScheduler::own_end<kBc>(row0, w, seq.sq, seq.sk, p.window_right, x0, x1);
+    auto skipping_warps = [&](int x) {
+      uint32_t warps = 0;
+#pragma unroll
+      for (int w = 0; w + 1 < S::kConsumers; ++w) warps += ends[w] <= x ? 4 : 0;
+      return warps;
+    };
     // The tensor maps' rows: batch and sequence folded into rows (fixed length), or the packed rows (varlen).
     // Q's box is `rows` rows of sched.pack heads from tile.head (fa3_fwd.cu's map_q).
     const int kv_head = tile.head / group, k_rows = int(seq.k_row_base);
@@ -60,6 +76,8 @@ __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileSche
 #pragma unroll
       for (int c = 0; c < M::kChunks; ++c)
         tma_load_3d(&sm.k[s][c][0][0], map_k, &sm.k_full[s], c * M::kRow, k_rows + j * kBc, kv_head);
+      const uint32_t skipping = kOwnEnds ? skipping_warps(x) : 0;
+      if (kOwnEnds && skipping) mbar_arrive(&sm.k_empty[s], skipping);
       mbar_wait(&sm.v_empty[s], parity ^ 1);
       // O in V (smem.cuh kOInV): the tile before's O, staged in both V stages, read out by its stores first.
       if constexpr (kOInV<S, T>)
@@ -73,6 +91,7 @@ __device__ void produce(Smem<S, T>& sm, const AttentionParams& p, const TileSche
         else
           tma_load_3d(&sm.v[s][c][0][0], map_v, &sm.v_full[s], c * M::kRow, k_rows + j * kBc, kv_head);
       }
+      if (kOwnEnds && skipping) mbar_arrive(&sm.v_empty[s], skipping);
     }
     ++tile_it;
   }

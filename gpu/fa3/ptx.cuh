@@ -25,6 +25,10 @@ __device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)));
 }
+// `count` arrivals at once (sm_90): the producer's on behalf of consumer warps that skip a block (forward kOwnEnds).
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+}
 // Arrive and announce `bytes` that copies will deliver before this phase can complete.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes));
@@ -151,6 +155,11 @@ __device__ __forceinline__ int warp_uniform_index(int n) { return warp_uniform(i
 template <bool kFresh>
 __device__ __forceinline__ uint64_t fresh(uint64_t x) {
   if constexpr (kFresh) asm volatile("" : "+l"(x));
+  return x;
+}
+
+__device__ __forceinline__ int fresh(int x) {  // an int made anew: the compiler cannot reuse a value it held before
+  asm volatile("" : "+r"(x));
   return x;
 }
 

@@ -29,12 +29,24 @@
 // the last's the longest; the padded rows cost a whole block's GEMMs at every step of their walk, so a
 // ragged last block pays them over the longest walk and a ragged first block over the shortest (d = 64's
 // 192-row tiles at s = 1k causal: 27 steps of 128 keys against 32). Rows before 0 are loaded (zeros by the
-// copy engine, or the previous batch entry's rows) and computed, and neither walked for nor written.
+// copy engine, or the previous batch entry's rows), neither walked for nor written, and, unpacked, not
+// computed either: there each consumer warpgroup walks only the blocks its own 64 rows see (own_end; none
+// before the sequence), so that a tall tile's first rows skip the causal diagonal's last block or two.
 #pragma once
+#include "../mask.cuh"
 #include "../shapes.hpp"
 #include "../tile_order.hpp"
 
 namespace flashlab::gpu::fa3 {
+
+// Whether each consumer warpgroup ends its walk at its own rows' last key block (TileScheduler::own_end), the
+// producer releasing the stages of the blocks past it: the tiles counted from the sequence's end (taller than a
+// key block, no mask function: d = 64's 192 x 128, d = 256's 128 x 80), not packed (a packed tile's rows mix
+// heads' positions).
+template <bool kMask, bool kPack>
+constexpr bool kOwnWalkEnds(int block_m, int block_n) {
+  return fa3_forward_q_blocks_from_end(kMask, block_m, block_n) && !kPack;
+}
 
 struct Tile {
   int m_block, head, batch;  // head: the tile's first query head (packed: the group's first)
@@ -96,6 +108,16 @@ struct TileScheduler {
     if constexpr (!kFromEnd) return {row0, row0, rows};
     const int first = max(row0, 0);
     return {row0, first, row0 + rows - first};
+  }
+  // The end of consumer warpgroup wg's own walk within its tile's [x0, x1) of key blocks of kBc: the blocks its
+  // 64 rows see (causal or a window: the first rows' keys end before the last rows' where the tile is taller than
+  // a key block), none where they all lie before the sequence (a ragged tile counted from the end). The rows end
+  // at the sequence's end or before (a tile counted from its end). The forward's kOwnEnds (consumer.cuh).
+  template <int kBc>
+  __device__ static int own_end(int row0, int wg, int sq, int sk, int right, int x0, int x1) {
+    const int last = row0 + wg * 64 + 63;
+    const int hi = last < 0 ? 0 : col_end(min(last, sq - 1), sq, sk, right);
+    return max(x0, min(x1, (hi + kBc - 1) / kBc));
   }
 };
 
