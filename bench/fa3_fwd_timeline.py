@@ -59,7 +59,7 @@ def main():
     base = _abi.load(args.base) if args.base else None
     d = args.hdim
     print(f"{torch.cuda.get_device_name()}: fa3 forward per tile, d = {d}, heads {2048 // d}, "
-          f"{'causal' if args.causal else 'no mask'}, bf16 (us; means over tiles, both consumer warpgroups)")
+          f"{'causal' if args.causal else 'no mask'}, bf16 (us; means over tiles, every consumer warpgroup)")
     for s in (int(x) for x in args.seqlens.split(",")):
         if s <= 0 or 16384 % s:
             sys.exit("fa3_fwd_timeline.py: each seqlen must divide 16384 (batch x seqlen = 16384)")
@@ -95,20 +95,22 @@ def report(np, s, d, tiles, ctas, t_probe, t_base):
     # The SM clock of each CTA: its consumers' span in %globaltimer ns over the same span in %clock64 cycles.
     ghz = np.zeros(CTAS)
     for c in np.flatnonzero(live):
-        ends = [(ctas[c, f], ctas[c, f + 1]) for f in (2, 4) if ctas[c, f] > 0]
+        ends = [(ctas[c, f], ctas[c, f + 1]) for f in (2, 4, 6) if ctas[c, f] > 0]
         end_ns, end_clk = max(ends)
         ghz[c] = (end_clk - ctas[c, 1]) / max(1, end_ns - ctas[c, 0])
-    span_us = (max(ctas[live, f].max() for f in (2, 4)) - ctas[live, 0].min()) / 1e3
+    span_us = (max(ctas[live, f].max() for f in (2, 4, 6)) - ctas[live, 0].min()) / 1e3
     us = lambda cyc, c: cyc / ghz[c] / 1e3
     rows = []  # one a consumer tile: [n, tile wait, q wait, first, loop, last pv, epilogue, gap, k, v, turn, g1, g0, sm,
     #                                 the epilogue's setup, its first row's stores, its second's]
     for c in np.flatnonzero(live):
-        for wg in range(2):
+        for wg in range(ROLES - 1):  # consumer warpgroups 0 .. 2 (three at d = 64), those that recorded tiles
             t = tiles[c, wg]
             done = [kk for kk in range(TILES) if t[kk, 6] > 0]
             for kk in done:
-                r = t[kk]
+                r = t[kk].copy()
                 n = int(r[7] & 0xFFFFF)
+                for f in range(1, 6):  # stamps a warpgroup with no block of its own never took: no time there
+                    r[f] = r[f] or r[f - 1]
                 nxt = t[kk + 1, 0] if kk + 1 < TILES and t[kk + 1, 0] > 0 else r[6]
                 rows.append([n] + [us(x, c) for x in (r[1] - r[0], r[2] - r[1], r[3] - r[2], r[4] - r[3], r[5] - r[4],
                                                        r[6] - r[5], nxt - r[6], r[8], r[9], r[10], r[11], r[12], r[13],
@@ -132,6 +134,11 @@ def report(np, s, d, tiles, ctas, t_probe, t_base):
     print(f"  a loop block: {loop_per_block:6.3f}   of it waiting for K {a[:, 8].sum() / steps.sum():6.3f}, "
           f"V {a[:, 9].sum() / steps.sum():6.3f}, the turn {a[:, 10].sum() / steps.sum():6.3f}, S {a[:, 11].sum() / steps.sum():6.3f}, "
           f"P V {a[:, 12].sum() / steps.sum():6.3f}; the softmax {a[:, 13].sum() / steps.sum():6.3f}")
+    for own in sorted(set(n.astype(int))):  # v23: a warpgroup walks its own rows' blocks
+        sel = n == own
+        print(f"  walking {own:3d} blocks: {int(sel.sum()):5d} warpgroup tiles, a tile {a[sel, 1:8].sum(axis=1).mean():7.2f}"
+              f" (tile wait {a[sel, 1].mean():6.2f}, Q wait {a[sel, 2].mean():6.2f}, epilogue {a[sel, 6].mean():6.2f},"
+              f" gap {a[sel, 7].mean():6.2f})")
     over = a[:, 1:8].sum(axis=1) - (n - 1) * loop_per_block
     if (a[:, 15] > 0).any():  # a probe that stamps inside the epilogue (fields 14 and 15)
         print(f"  the epilogue: setup {a[:, 14].mean():6.2f}, first row's O and LSE {a[:, 15].mean():6.2f}, "
