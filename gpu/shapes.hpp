@@ -333,8 +333,9 @@ constexpr bool fa3_forward_q_blocks_from_end(bool mask_function, int block_m, in
 }
 
 // A producer warpgroup (TMA) and two consumer warpgroups of 64 query rows each (Br = 128); K/V
-// double-buffered. (Three consumers at d = 64, FA3's 192-row tiles, measured 0.83-1.06x of two: faster
-// from s = 16k, slower below; gpu/HISTORY.md v7.) Timings: gpu/fa3/fa3_fwd.cu's version index.
+// double-buffered; three at d = 64 (FA3's 192-row tiles: v7 measured them 0.83-1.06x of two, v17 +3-16%
+// but for s = 1k causal, and after v18-v23 two measured 0.86-0.95x of three at every length, s = 1k-16k,
+// causal or not: H200, 2026-11-29, gpu/HISTORY.md). Timings: gpu/fa3/fa3_fwd.cu's version index.
 constexpr TileShape fa3_forward_shape(int head_dim) {
   const int d = fa3_padded_head_dim(head_dim);
   if (d == 0) return shapes_detail::unsupported("fa3_forward_kernel (gpu/fa3/fa3_fwd.cu)", kFa3HeadDims);
