@@ -61,6 +61,10 @@
 // 1.04-1.13x (causal 0.96-1.12x); against fa2 at d = 128, s >= 4k, 1.62-1.81x. Short in them: d = 64 at s = 1k
 // (0.94-0.96, causal 0.93-0.94), d = 128 at 1k-4k in one run or the other (0.96-0.99), d = 256 causal at 8k and
 // 16k in the second (0.96-0.98; 1.00 and 1.04 in the first): cuDNN's own cells moved 3-7% between the two runs.
+// What binds d = 64 at s = 1k (per-tile timeline and power probe, H200, 2026-11-29; gpu/HISTORY.md): a round of
+// the three warpgroups' blocks needs 1536 cycles of tensor cores and 1536 of exponentials and takes about their
+// sum (2977 cycles); a tile spends 2 blocks' worth beyond its loop, and the ragged first tile two thirds of a
+// full one for a third of its rows; both kernels run at the board's 700 W limit, ours at an equal or higher clock.
 //
 // Version index (bench/gpu_compare.py, bench/ab_libs.py --kernel fa3; H100, the sweep above, TFLOP/s at
 // d = 128 s = 16k non-causal / causal with cuDNN's in the same run; full entries in gpu/HISTORY.md):
