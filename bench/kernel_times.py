@@ -10,6 +10,7 @@ heads x head_dim = 2048, causal or not. It found v8's convert kernel: 0.22 ms wh
 took 0.075 (gpu/HISTORY.md).
 
 Usage: python3 bench/kernel_times.py LIB.so OUT.csv [--seqlens 1024,4096,16384] [--hdims 64,128,256] [--reps 10]
+                                     [--flush none|dirty|clean]
 Prints a table (one line a configuration: ours and cuDNN's per pass, then each kernel); writes one CSV row a
 (configuration, side, pass, kernel) with its mean device time in ms.
 """
@@ -44,16 +45,31 @@ def short_name(name):
     return re.sub(r".*::", "", name.split("<")[0]).replace("void ", "")
 
 
-def device_times(torch, fn, calls=10):
+def device_times(torch, fn, calls=10, before=None):
     """Each CUDA kernel's device time per call of fn (ms), by its unqualified name, the mean of `calls`
-    calls after three warm-up calls (torch.profiler). Also mask_kernel_split.py's."""
+    calls after three warm-up calls (torch.profiler). Also mask_kernel_split.py's. With `before` (an L2
+    flush, FLUSHES), it runs before every call and its own kernels are left out of the times."""
     per = collections.defaultdict(float)
-    for e in cuda_events(torch, fn, calls):
-        per[short_name(e.name)] += e.device_time / calls / 1e3
+    skip = set()
+    if before is not None:
+        skip = {e.name for e in cuda_events(torch, before, 1)}  # full names: a functor's template arguments too
+        def call():
+            before()
+            fn()
+    for e in cuda_events(torch, fn if before is None else call, calls):
+        if e.name not in skip:
+            per[short_name(e.name)] += e.device_time / calls / 1e3
     return dict(per)
 
 
-def measure(torch, lib, d, s, causal, reps):
+def flushes(torch):
+    """The L2's state before each call (bench/l2_regimes.py): none (back to back), dirty (256 MB written, as
+    triton's do_bench does and so the anchors' sweep), clean (256 MB read)."""
+    buf = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    return {"none": None, "dirty": buf.zero_, "clean": lambda: buf.sum(dtype=torch.int32)}
+
+
+def measure(torch, lib, d, s, causal, reps, before=None):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     b, h = 16384 // s, 2048 // d
@@ -63,17 +79,17 @@ def measure(torch, lib, d, s, causal, reps):
     lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
     ours = Fa2(torch, lib, q, k, v, o, lse, causal, grads=(do,) + tuple(torch.empty_like(q) for _ in range(3)),
                kernel=b"fa3")
-    result = {("fa3", "fwd"): device_times(torch, ours.forward, reps)}
+    result = {("fa3", "fwd"): device_times(torch, ours.forward, reps, before)}
     ours.forward()
-    result[("fa3", "bwd")] = device_times(torch, ours.backward, reps)
+    result[("fa3", "bwd")] = device_times(torch, ours.backward, reps, before)
     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(True) for x in (q, k, v))
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
         result[("cudnn", "fwd")] = device_times(torch, lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal),
-                                               reps)
+                                               reps, before)
         out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
         g = do.transpose(1, 2)
         result[("cudnn", "bwd")] = device_times(
-            torch, lambda: torch.autograd.grad(out, (qt, kt, vt), g, retain_graph=True), reps)
+            torch, lambda: torch.autograd.grad(out, (qt, kt, vt), g, retain_graph=True), reps, before)
     return result
 
 
@@ -84,16 +100,19 @@ def main():
     ap.add_argument("--seqlens", default="1024,4096,16384")
     ap.add_argument("--hdims", default="64,128,256")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--flush", choices=("none", "dirty", "clean"), default="none",
+                    help="the L2's state before each call (default: calls back to back)")
     args = ap.parse_args()
     import torch
     lib = load(args.lib)
     device = torch.cuda.get_device_name()
     rows = []
-    print(f"{device}: mean device time a call (ms), torch.profiler, {args.reps} calls")
+    before = flushes(torch)[args.flush]
+    print(f"{device}: mean device time a call (ms), torch.profiler, {args.reps} calls, flush {args.flush}")
     for d in map(int, args.hdims.split(",")):
         for s in map(int, args.seqlens.split(",")):
             for causal in (False, True):
-                r = measure(torch, lib, d, s, causal, args.reps)
+                r = measure(torch, lib, d, s, causal, args.reps, before)
                 tot = {key: sum(v.values()) for key, v in r.items()}
                 print(f"d={d:3d} s={s:5d} causal={int(causal)}  fwd fa3 {tot['fa3', 'fwd']:.3f} cudnn "
                       f"{tot['cudnn', 'fwd']:.3f} ({tot['cudnn', 'fwd'] / tot['fa3', 'fwd']:.2f}x)  bwd fa3 "
@@ -104,7 +123,7 @@ def main():
                     print(f"    {side:5s} {pas}: " + "  ".join(f"{n[:38]} {t:.3f}" for n, t in top))
                     for n, t in kernels.items():
                         rows.append({"device": device, "date": str(datetime.date.today()), "hdim": d, "seqlen": s, "causal": int(causal), "side": side,
-                                     "pass": pas, "kernel": n, "ms": t})
+                                     "flush": args.flush, "pass": pas, "kernel": n, "ms": t})
                 torch.cuda.empty_cache()
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
