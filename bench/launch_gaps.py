@@ -10,7 +10,11 @@ kernel after each; then the host time a call takes to enqueue its work (time.per
 number of calls, the GPU kept busy so that no call waits for the device). When the host time exceeds the
 kernels' time, the GPU waits for the host.
 
-Usage: python3 bench/launch_gaps.py LIB.so [--hdim 128] [--seqlens 1024,2048] [--calls 50]
+With --flush dirty or clean (bench/l2_regimes.py's states: 256 MB written, or read, before every call) the
+flush's kernel runs before each call; it is named `(flush)` in the gaps and its time is left out of the
+kernels' and the gaps'.
+
+Usage: python3 bench/launch_gaps.py LIB.so [--hdim 128] [--seqlens 1024,2048] [--calls 50] [--flush none|dirty|clean]
 """
 import argparse
 import collections
@@ -20,12 +24,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fa2_abi import Fa2, load  # noqa: E402
-from kernel_times import cuda_events, short_name  # noqa: E402
+from kernel_times import cuda_events, flushes, short_name  # noqa: E402
 
 
-def kernel_timeline(torch, fn, calls):
-    """The CUDA kernels (and memsets) of `calls` calls of fn, as (start us, end us, short name), in order."""
-    return sorted((e.time_range.start, e.time_range.end, short_name(e.name)[:40])
+def kernel_timeline(torch, fn, calls, flush_names=()):
+    """The CUDA kernels (and memsets) of `calls` calls of fn, as (start us, end us, short name), in order;
+    kernels whose full name is in flush_names named `(flush)`."""
+    return sorted((e.time_range.start, e.time_range.end, "(flush)" if e.name in flush_names else short_name(e.name)[:40])
                   for e in cuda_events(torch, fn, calls) if e.time_range.elapsed_us() > 0)
 
 
@@ -43,8 +48,9 @@ def host_time_us(torch, fn, calls):
 
 
 def summarize(events, calls):
-    kernels = sum(e - s for s, e, _ in events) / calls
-    span = (events[-1][1] - events[0][0]) / calls
+    kernels = sum(e - s for s, e, name in events if name != "(flush)") / calls
+    flush = sum(e - s for s, e, name in events if name == "(flush)") / calls
+    span = (events[-1][1] - events[0][0]) / calls - flush
     gaps = collections.defaultdict(float)
     for (_, end, _), (start, _, name) in zip(events, events[1:]):
         gaps[name] += max(0.0, start - end) / calls
@@ -57,12 +63,16 @@ def main():
     ap.add_argument("--hdim", type=int, default=128)
     ap.add_argument("--seqlens", default="1024,2048")
     ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--flush", choices=("none", "dirty", "clean"), default="none")
     args = ap.parse_args()
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     lib = load(args.lib)
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.calls} calls a side; times in us a call")
+    before = flushes(torch)[args.flush]
+    flush_names = {e.name for e in cuda_events(torch, before, 1)} if before else set()
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.calls} calls a side, flush {args.flush}; "
+          "times in us a call")
     d = args.hdim
     for s in map(int, args.seqlens.split(",")):
         for causal in (False, True):
@@ -80,8 +90,12 @@ def main():
                     out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
                     torch.autograd.grad(out, (qt, kt, vt), g)
 
-            for side, fn in (("fa3", ours.forward_backward), ("cudnn", cudnn)):
-                span, kernels, gaps = summarize(kernel_timeline(torch, fn, args.calls), args.calls)
+            for side, call in (("fa3", ours.forward_backward), ("cudnn", cudnn)):
+                def fn(call=call):
+                    if before:
+                        before()
+                    call()
+                span, kernels, gaps = summarize(kernel_timeline(torch, fn, args.calls, flush_names), args.calls)
                 host = host_time_us(torch, fn, args.calls)
                 top = ", ".join(f"before {n} {t:.1f}" for n, t in gaps[:4])
                 print(f"d={d} s={s:5d} causal={int(causal)} {side:5s} span {span:7.1f}  kernels {kernels:7.1f}  "
