@@ -38,176 +38,50 @@
 //
 // Tile shape: shapes.hpp's fa3_forward_shape (`flashlab shapes --algo fa3`).
 //
-// Where it stands: NVIDIA H100 80GB HBM3, 2026-11-27, this code (v17), bf16, batch x seqlen = 16k, heads x
-// d = 2048, against SDPA's cuDNN backend in the same process (bench/results/gpu-h100-2026-11-27-fa3-v17.csv),
-// s = 1k-16k: d = 64 0.89-1.14x (causal 0.77-1.11x), d = 128 0.86-0.97x (causal 0.86-0.99x), d = 256
-// 0.90-1.04x (causal 0.84-0.97x); against our fa2 at d = 128, s >= 4k: 1.59-1.69x. (First sweep, v7,
-// 2026-11-23: d = 64 0.86-1.01x, d = 128 0.87-0.99x, d = 256 0.78-0.87x.) On an NVIDIA H200, 2026-11-28, v18,
-// the same sweep (bench/results/gpu-h200-2026-11-28-fa3-v18.csv; H200 and H100 times are not comparable):
-// d = 64 0.94-1.12x (causal 0.88-1.08x), d = 128 0.88-0.98x (causal 0.88-1.02x), d = 256 0.89-1.03x (causal
-// 0.86-1.03x); against fa2 at d = 128, s >= 4k, 1.61-1.71x. v19 on that H200, 2026-11-28
-// (bench/results/gpu-h200-2026-11-28-fa3-v19.csv): d = 64 0.94-1.11x (causal 0.89-1.12x), d = 128 0.94-1.03x
-// (causal 0.96-1.08x), d = 256 0.90-1.02x (causal 0.86-1.00x); against fa2 at d = 128, s >= 4k, 1.69-1.79x.
-// v21 on that H200, 2026-11-28 (bench/results/gpu-h200-2026-11-28-fa3-v21.csv; d <= 128 compile as v19's): d = 64
-// 0.92-1.13x (causal 0.90-1.10x), d = 128 0.98-1.07x (causal 0.98-1.07x), d = 256 1.00-1.06x (causal
-// 0.97-1.01x); against fa2 at d = 128, s >= 4k, 1.68-1.77x. Latest, v22 on that H200, 2026-11-28
-// (bench/results/gpu-h200-2026-11-28-fa3-v22.csv): d = 64 0.97-1.13x (causal 0.91-1.14x), d = 128 0.99-1.06x
-// (causal 0.95-1.07x), d = 256 1.05-1.11x (causal 0.99-1.11x); against fa2 at d = 128, s >= 4k, 1.73-1.80x.
-// The same code re-measured on that H200, 2026-11-29 (bench/results/gpu-h200-2026-11-29-fa3-bwd-v15.csv): d = 64
-// 0.99-1.17x (causal 0.88-1.14x), d = 128 0.94-1.03x (causal 0.97-1.14x), d = 256 1.02-1.09x (causal
-// 0.96-1.05x), 1.71-1.87x fa2; ours within 2% a cell of the day before, cuDNN's d = 128 at 4k and 8k 5-10% faster.
-// Latest, v23 on that H200, 2026-11-29, two sweeps in two processes (bench/results/gpu-h200-2026-11-29-fa3-v23.csv,
+// Where it stands (bf16, batch x seqlen = 16k, heads x d = 2048, s = 1k-16k, against SDPA's cuDNN backend timed in
+// the same process): NVIDIA H200, 2026-11-29, v23, two processes (bench/results/gpu-h200-2026-11-29-fa3-v23.csv,
 // -v23-fwdbwd.csv): d = 64 0.94-1.16x (causal 0.93-1.15x), d = 128 0.96-1.04x (causal 0.98-1.07x), d = 256
-// 1.04-1.13x (causal 0.96-1.12x); against fa2 at d = 128, s >= 4k, 1.62-1.81x. Short in them: d = 64 at s = 1k
-// (0.94-0.96, causal 0.93-0.94), d = 128 at 1k-4k in one run or the other (0.96-0.99), d = 256 causal at 8k and
-// 16k in the second (0.96-0.98; 1.00 and 1.04 in the first): cuDNN's own cells moved 3-7% between the two runs.
+// 1.04-1.13x (causal 0.96-1.12x); 1.62-1.81x our fa2 at d = 128, s >= 4k. NVIDIA H100 80GB HBM3, 2026-11-27,
+// v17, the last H100 lent (gpu-h100-2026-11-27-fa3-v17.csv): d = 64 0.89-1.14x (causal 0.77-1.11x), d = 128
+// 0.86-0.97x (causal 0.86-0.99x), d = 256 0.90-1.04x (causal 0.84-0.97x). H200 and H100 times are not comparable.
 // What binds d = 64 at s = 1k (per-tile timeline and power probe, H200, 2026-11-29; gpu/HISTORY.md): a round of
 // the three warpgroups' blocks needs 1536 cycles of tensor cores and 1536 of exponentials and takes about their
 // sum (2977 cycles); a tile spends 2 blocks' worth beyond its loop, and the ragged first tile two thirds of a
 // full one for a third of its rows; both kernels run at the board's 700 W limit, ours at an equal or higher clock.
 //
-// Version index (bench/gpu_compare.py, bench/ab_libs.py --kernel fa3; H100, the sweep above, TFLOP/s at
-// d = 128 s = 16k non-causal / causal with cuDNN's in the same run; full entries in gpu/HISTORY.md):
-//   v1  TMA + wgmma, one producer and two consumer warpgroups (setmaxnreg 24 / 240), two K/V stages,
-//       persistent round-robin tiles, no overlap of softmax and GEMMs: 589 / 384 (cuDNN 600 / 588).
-//   v2  intra-warpgroup overlap (S_{j+1} beside P_j V_j), ping-pong turns, causal tiles longest first
-//       over all heads: 617 / 516 vs v1's 562 / 398 in one process; at s = 1k-4k causal 0.78-0.94x of v1.
-//   v3  causal tiles longest first within L2-sized sections of heads: 604 / 500 (cuDNN 587 / 574); short
-//       causal back above v1, d = 256 s = 16k causal 405 (static deal of unequal tiles: 0.55 balanced).
-//   v4  causal tiles handed out by an atomic counter (dynamic): causal +10-35%; DRAM bytes of causal
-//       16k d = 128 2.03 -> 0.37 GB (ncu); non-causal d = 256 -8% (spills).
-//   v5  non-causal tiles dealt statically again; setmaxnreg 32 / 240 hung: the counts must add up to
-//       the launch's 168 a thread (static_assert below). Not kept.
-//   v6  v4 + v5's static non-causal deal, setmaxnreg 24 / 240: 604 / 504 (cuDNN 618 / 545).
-//   v7  any number of consumer warpgroups; three at d = 64 (Br = 192) measured 0.83-1.06x of v6 (faster
-//       only from s = 16k): the default stays two.
-//   v8  mask functions (kMask): the row intervals and dense masks of fa2, tiles by the atomic counter.
-//       The kernels without a mask compile to the same PTX as v7's. H100, one process, documents
-//       (8 in 16k tokens) 10.1x (d = 128) / 11.0x (d = 64) cuDNN with the dense mask at s = 16k; time
-//       against density x unmasked 1.04-1.34 (bench/results/masks-h100-2026-11-23-fa3.csv).
-//   v9  FP8 forward (2026-11-24): e4m3 in, V^T by a transpose kernel (25 us of the 0.9 ms at d = 128
-//       s = 4k under ncu), the bf16 kernels as before (their PTX differs in parameter offsets only). H100, one process, against our bf16 fa3:
-//       d = 128 1.04-1.39x (s >= 4k 1.28-1.39x), d = 256 1.23-1.76x (s >= 4k 1.65-1.76x), 980 TFLOP/s at
-//       d = 256 s = 16k; against cuDNN's bf16 0.89-1.51x (bench/results/fp8-h100-2026-11-24.csv). Three K/V
-//       stages at d = 128: 0.98-1.00x of two. ptxas: no spills in the consumers at d = 128; at d = 256
-//       (O 128 + S 64 + P 16 registers a thread) 25 spill instructions in the main loop, as bf16 d = 256.
-//       Error with outliers 1.6-2.6x lower with a Hadamard rotation of Q and K before quantizing
-//       (bench/fp8_compare.py --accuracy).
-//   v10 d = 256: key blocks of 80 (FA3's) in place of 64, 224 KiB of shared memory; more work a tile for
-//       its fixed costs (O's rescale is 128 FMULs a thread a tile at d = 256) though ptxas spills more (156
-//       bytes, was 84). A/B in one process, H100 (bench/results/ab-h100-2026-11-24-fa3-d256-bc80.csv):
-//       0.99-1.07x of 64, faster from s = 4k. The sweep (gpu-h100-2026-11-24-fa3-d256-bc80.csv): 0.82-0.92x
-//       cuDNN without a mask, 0.74-0.87x causal (was 0.78-0.87x and 0.76-0.81x on 11-23's machine).
-//   v11 PackGQA (FA3's pack_gqa; kPack kernels compiled apart, pack_of's fill rule picks them): a tile is
-//       every query head of a kv head at 128 / group positions. H100, one process, d = 128, batch 4,
-//       seqlen_k 4k and 16k (bench/results/gqa-pack-h100-2026-11-24.csv): group 8, seqlen_q 1-64: 1.83-2.21x
-//       unpacked (256 tiles in two waves become 32 in one), 1.72-2.01x the best SDPA backend at seqlen_q
-//       4-64 (at 1, SDPA's split-KV decoding wins, 0.53-0.69x: gpu/decode/ is flashlab's); group 4:
-//       1.00-1.14x (128 tiles were one wave already; a tile's time is its walk over the keys). Packed and
-//       unpacked outputs agree bit for bit on every row of the bench. The unpacked kernels as v10: A/B
-//       both orders in one process 0.985-1.039x (bench/results/ab-h100-2026-11-24-fa3-packgqa-*.csv).
-//   v12 under a mask function the Q blocks go longest walk first (tiled::longest_first, made once with the
-//       mask; scheduler.cuh m_order) where the causal order had documents' short tiles first. H100,
-//       2026-11-26, bench/mask_compare.py --kernel fa3, old and new builds alternating on one machine
-//       (bench/results/masks-h100-2026-11-26-fa3-ab-*.csv): documents at d = 64, 8k and 16k, 5% faster in
-//       both pairs; the other cells within the runs' spread (d = 128 x 16k documents 0.72-0.81 ms either
-//       way); mask_vs_density within 1.2 on 11 and 12 of 12 cells (the old build 10 and 9).
-//   v13 the longest-first order's sections from gpu/tile_order.hpp, shared with fa2: evened out (16 pairs
-//       that fit 3 a section: 3,3,3,3,2,2, not 3,3,3,3,3,1), and under a mask function sized by the
-//       longest walk's K/V, not the whole sequence's (DeviceMask's deal). H100, 2026-11-26, two runs
-//       (bench/results/masks-h100-2026-11-26-fa3-deal*.csv): mask_vs_density 0.97-1.21, within 1.2 on 12
-//       and 11 of 12 cells; causal without a mask 0.82-0.95x cuDNN at d = 64 and 128, s = 1k-16k
-//       (gpu-h100-2026-11-26-fa3-sections.csv), within the spread of earlier runs.
-//   v14 d = 256 without spills in the main loop: each GEMM's k-step descriptors from one base an operand,
-//       made where they are issued (ptx.cuh fresh) where the compiler had hoisted them out of the tile loop
-//       (S = Q K^T's 16 k-steps held 32 registers). SASS spill instructions between the first and last
-//       HGMMA: 20-23 -> 0 (unmasked, softcap, PackGQA; masked 65-82 -> 35-53; FP8 d = 256 0, softcapped
-//       21); d <= 128 keeps its code. A/B in one process, both orders, H100, 2026-11-26 (bench/results/
-//       ab-h100-2026-11-26-fa3-fresh-desc-d256-fwd*.csv): +1.8% to +5.3% a cell (geometric mean of the
-//       orders), 509-652 TFLOP/s, 0.82-0.98x cuDNN in the same runs.
-//   v15 the warpgroup index from a warp broadcast (ptx.cuh warp_uniform_index), meant to let the compiler keep
-//       the descriptors in the uniform registers wgmma reads (R2UR: 6.8 M executed at d = 128 s = 1k against
-//       cuDNN's 2.9 M; ncu source counters, bench/results/ncu-sass-h100-2026-11-27-*.csv.gz). At d = 128 it did
-//       not: after it R2UR 6.5 M, IMAD 12.3 M (was 11.5), 98.7 M instructions (was 98.3); why d = 256 gains is
-//       not established. A/B in one process, both orders, H100, 2026-11-27
-//       (ab-h100-2026-11-27-fa3-uniform-warpgroup*.csv): forward d = 256 +1.2-4.4%, d <= 128 0.98-1.05x. Sweep
-//       (gpu-h100-2026-11-27-fa3-v15-uniform.csv): d = 64 0.84-1.00x cuDNN, d = 128 0.83-0.94x, d = 256
-//       0.83-0.99x; against fa2 at d = 128, s >= 4k, 1.50-1.60x.
-//   v16 the step count (and the tile, its lengths and the walk's bounds) from lane 0 (consumer.cuh): ptxas had
-//       held the step count in a general register, so each step's K/V stage address and every k-step
-//       descriptor went through 64-bit integer adds and R2UR moves. SASS between the first and last HGMMA,
-//       d = 128: 1658 -> 1479 instructions, R2UR 77 -> 3, IMAD 192 -> 79 (d = 256 1566 -> 1368, d = 64 1451 ->
-//       1323; bench/results/sass-h100-2026-11-27-fa3-v16-opcodes.txt); ncu at d = 128 s = 1k: 90.5 M -> 77.3 M
-//       warp instructions (cuDNN's kernel 81.4 M). A/B in one process, both orders, H100, 2026-11-27
-//       (ab-h100-2026-11-27-fa3-v16-uniform-steps*.csv): +0.4% to +9.8% a cell, one -1.1% (d = 64 s = 1k);
-//       FP8 -0.3% to +7% (fp8-h100-2026-11-27-v16-ab*.csv). The tile and bounds alone (without the step count) moved
-//       R2UR 77 -> 61 and measured -2.4% to +5.8%. Sweep (gpu-h100-2026-11-27-fa3-v16.csv): d = 64 0.83-1.00x
-//       cuDNN, d = 128 0.88-1.01x, d = 256 0.86-1.04x; against fa2 at d = 128, s >= 4k, 1.53-1.71x.
-//   v17 three consumer warpgroups at d = 64 (192-row tiles; gpu/shapes.hpp): v7 measured three at 0.83-1.06x
-//       of two; after v16's leaner loop, A/B in one process, both orders, H100, 2026-11-27
-//       (ab-h100-2026-11-27-fa3-v17-d64-three-consumers*.csv): +3% to +16% at s = 1k-16k but s = 1k causal,
-//       -7.5% (1024 rows make 5 1/3 tiles of 192: the last, the longest walk, a third full). Sweep
-//       (gpu-h100-2026-11-27-fa3-v17.csv): d = 64 0.89-1.14x cuDNN, causal 0.77-1.11x (v16 0.88-0.98x, causal
-//       0.83-1.00x). Next: a length-dependent pick (two consumers where 192-row tiles leave the longest walks
-//       mostly padding).
-//   v18 Q blocks counted from the sequence's end where a Q block is taller than a key block (d = 64's 192 x
-//       128, d = 256's 128 x 80; no mask function): the ragged block, 1024 = 5 x 192 + 64, is the first, whose
-//       causal walk is one key block, not the last, which walked all eight with two thirds of its rows
-//       padding (27 block steps against 32; scheduler.cuh first_row, shapes.hpp
-//       fa3_forward_q_blocks_from_end, the simulator's Tiling::q_from_end). In place of v17's "next": the
-//       192-row tiles keep their +3-16% and lose less at s = 1k causal. A/B in one process, both orders,
-//       NVIDIA H200, 2026-11-28 (bench/results/ab-h200-2026-11-28-fa3-v18-*.csv; geometric mean of the
-//       orders): d = 64 causal s = 1k +11.3%, 1000 +9.8%, 2k +3.2%, 4k +7.5%, 8k +1.2%, 16k -0.9%; without a
-//       mask (the same work) 0.98-1.00x; d = 256 0.96-1.02x (at s = 1000 causal, 59 block steps against 61,
-//       +1.9%). Counting from the end everywhere (d = 128 too, where Br = Bc gives every causal Q block the
-//       same walk either way) measured 1-2.6% slower at d = 128 over six A/Bs (-every-shape-d128-*.csv):
-//       d = 128's kernels (and FP8's, and the mask functions') keep v17's PTX.
-//       Against cuDNN on the H200: d = 64 causal s = 1k 0.88x (v17 in the same A/B runs 0.77-0.79x).
-//   v19 at 16-bit D <= 128 two Q buffers and O out through shared memory by a bulk tensor store (epilogue.cuh;
-//       shapes.hpp fa3_forward_stages_o, 226 KiB at d = 128). A timeline of each warpgroup's tiles
-//       (bench/fa3_fwd_timeline.py, H200, d = 128 s = 1k) had put 4.4 us of a 16.1 us tile outside its loop of
-//       key blocks: the epilogue's direct stores 2.4 (16 bytes into each of 8 rows a store instruction; 1.6
-//       without them), the wait for Q 0.7 (loaded only once the tile before had done its last S = Q K^T).
-//       Each alone had been tried (v7's "two Q buffers", "O through shared memory": no gain): the wait each
-//       removed the other still held. After: epilogue 1.2 us, 3.1 us outside the loop, 15.0 us a tile. A/B
-//       in one process, both orders, H200 (ab-h200-2026-11-28-fa3-v19-*.csv; geometric mean): d = 128 +5.8%
-//       to +10.5% (s = 4k causal +1.0%), d = 64 +1.0% to +3.6%, d = 256 (unchanged) 0.99x. Against cuDNN
-//       in the sweep: d = 128 0.94-1.08x (v18 0.88-1.02x); at s = 16k 626 / 601 TFLOP/s (cuDNN 613 / 556; H200).
-//   v20 the same for FP8 at d = 128 (O, bf16, staged in its own 32 KiB; 130 KiB in all). H200, one process, v19's
-//       build beside it (bench/results/fp8-h200-2026-11-28-v20.csv, one order): +3.0% to +6.2% at d = 128, d = 256
-//       (unchanged) 0.995-1.035x; FP8 against our bf16 fa3 (v19) at d = 128, s >= 4k, 1.30-1.40x (4k: 1.30,
-//       1.31), at d = 256 1.58-1.81x; at d = 128 s = 16k 856 / 834 TFLOP/s (cuDNN's bf16 616 / 562).
-//   v21 d = 256 (16-bit and FP8) stages O too, in V's two stages (FlashAttention-3's place for it: no shared
-//       memory is left beside Q and the K/V stages): warpgroup w writes its 64 rows into the stage of the tile's
-//       block `2 - w` from its last once every warp has released it (warpgroup 0 the block before the last,
-//       which warpgroup 1 has passed; warpgroup 1 the last, which warpgroup 0 read before its own epilogue),
-//       so neither waits on the other's last P V; its store's issuer waits for the read and arrives on o_free,
-//       which the producer waits for before the next tile's first V. Smem 224 KiB as before; SASS spills in the
-//       masked kernels 87 -> 42 (20 -> 0 between the HGMMAs), unmasked 26 -> 10. A/B in one process, both
-//       orders, H200 (ab-h200-2026-11-28-fa3-v21-o-in-v-*.csv; geometric mean): s = 1k +13.1% (causal +12.2%),
-//       2k +10.1% / +6.4%, 4k +3.9% / +1.0%, 16k +3.5% / +1.0%; FP8 d = 256 (fp8-h200-2026-11-28-v21.csv, one
-//       order) +14% at 1k, +5-6% at 4k, 1.00x at 16k. Against cuDNN in the sweep: d = 256 1.00-1.06x, causal
-//       0.97-1.01x (v19 0.90-1.02x, 0.86-1.00x); s = 16k 696 / 610 TFLOP/s (cuDNN 662 / 602; H200).
-//   v22 v21's stage freed a tile later: the store's issuer had waited for the store to read V's stage right after
-//       issuing it (cp.async.bulk.wait_group.read) and held its warpgroup there; now it waits once its next tile's Q
-//       is in (epilogue.cuh free_o_stage), when the read is long done, and the producer's next V load waits on
-//       that. And lane 0 alone reads the tile slot it frees (racecheck had reported the slot's reuse at a CTA's
-//       third tile, every head dim, v21's and before). A/B in one process, both orders, H200 (ab-h200-2026-11-28-
-//       fa3-v22-*.csv; geometric mean): d = 256 +1.8% to +7.7% (s = 16k +7.7% / +3.4%), d <= 128 1.00-1.03x; FP8
-//       (fp8-h200-2026-11-28-v22.csv, one order) +0.9% to +5.7%. Against cuDNN in the sweep: d = 256 1.05-1.11x,
-//       causal 0.99-1.11x; s = 16k 739 / 623 TFLOP/s (cuDNN 670 / 602; H200).
-//   v23 each consumer warpgroup walks only the key blocks its own 64 rows see, where tiles are taller than key
-//       blocks (d = 64's 192 x 128, d = 256's 128 x 80; scheduler.cuh own_end): under a causal mask a 192-row
-//       tile's first warpgroups skip the diagonal's last block or two, and a ragged first tile's rows before the
-//       sequence compute nothing (at d = 64 s = 1k causal a head's warpgroup-blocks 81 -> 72). The skipping
-//       warpgroup still takes its turns of the ping-pong; the producer makes its arrivals on the skipped
-//       stages (mbarrier.arrive with a count, once the load is issued). A/B in one process, both orders, H200
-//       (ab-h200-2026-11-29-fa3-v23-own-ends-*.csv; geometric mean): d = 64 causal +4.2% at s = 1k, +5.3% at
-//       2k, -0.4% / +0.8% at 4k / 16k; without a mask -1.7% to +3.3% (runs' spread); d = 256 -0.2% to +1.4%.
-//       Less than the 11% of warpgroup-blocks; not measured why (likely: the turns keep the warpgroups in step,
-//       and the last warpgroup's walk, all of the tile's blocks, is as long as before). A first version (the producer's
-//       count made a block, the tile's end held through the loop) measured d = 256 -1.5% to -7% in one order
-//       (ab-h200-2026-11-29-fa3-own-ends-first-try.csv). d = 128 and FP8 (square tiles) keep their code.
+// Version index: each step and what it measured (bench/gpu_compare.py sweeps; from v14 A/B in one process, both
+// orders, bench/ab_libs.py --kernel fa3). TFLOP/s at d = 128 s = 16k non-causal / causal, cuDNN's from the same
+// run. Every entry in full, with its runs and the steps tried and not kept: gpu/HISTORY.md.
+//   v1  TMA + wgmma; a producer and two consumer warpgroups (setmaxnreg 24 / 240), two K/V stages, persistent
+//       CTAs dealt tiles round-robin. H100, 2026-11-23: 589 / 384 (cuDNN 600 / 588).
+//   v2  intra-warpgroup overlap (S_{j+1} beside P_j V_j), ping-pong turns: 617 / 516 (v1 562 / 398 in one process).
+//   v3  causal tiles longest first within L2-sized sections of heads: 604 / 500 (cuDNN 587 / 574).
+//   v4  causal tiles handed out by an atomic counter: causal +10-35%, causal 16k DRAM bytes 2.03 -> 0.37 GB.
+//   v5  (not kept) setmaxnreg 32 / 240 hung: the counts must add up to the launch's registers (static_assert).
+//   v6  v4 with the non-causal tiles dealt statically: 604 / 504 (cuDNN 618 / 545).
+//   v7  any number of consumer warpgroups (three at d = 64 then measured 0.83-1.06x of two).
+//   v8  mask functions (kMask): documents 10.1-11.0x cuDNN's dense mask at s = 16k (masks-h100-2026-11-23-fa3.csv).
+//   v9  FP8 (e4m3, V^T by a transpose kernel), H100, 2026-11-24: 1.28-1.39x our bf16 at d = 128, s >= 4k, 980
+//       TFLOP/s at d = 256 s = 16k (fp8-h100-2026-11-24.csv).
+//   v10 d = 256 with 80-key blocks (FA3's): 0.99-1.07x of 64 (ab-h100-2026-11-24-fa3-d256-bc80.csv).
+//   v11 PackGQA: 8 query heads a kv head, seqlen_q 1-64, 1.83-2.21x unpacked (gqa-pack-h100-2026-11-24.csv).
+//   v12 masked tiles longest walk first: documents at d = 64, 8k-16k, +5%.
+//   v13 the sections from gpu/tile_order.hpp, shared with fa2: masked time within 1.2x of density on 11-12 of 12.
+//   v14 k-step descriptors made where issued (ptx.cuh fresh): d = 256's loop without spills, +1.8% to +5.3%.
+//   v15 the warpgroup index broadcast from lane 0: d = 256 +1.2% to +4.4%, d <= 128 0.98-1.05x.
+//   v16 the step count, tile and walk bounds from lane 0: R2UR 77 -> 3 in d = 128's loop, ncu 90.5 M -> 77.3 M
+//       instructions at s = 1k (cuDNN 81.4 M); +0.4% to +9.8% a cell (H100, 2026-11-27).
+//   v17 three consumer warpgroups at d = 64 (192-row tiles): +3% to +16%, s = 1k causal -7.5% (H100, 2026-11-27).
+//   v18 Q blocks counted from the sequence's end where Br > Bc (the ragged block first, its causal walk the
+//       shortest): d = 64 s = 1k causal +11.3% (NVIDIA H200, 2026-11-28, as every step below).
+//   v19 two Q buffers and O out through shared memory by a bulk tensor store at 16-bit d <= 128: d = 128 +5.8%
+//       to +10.5% (s = 4k causal +1.0%); 626 / 601 (cuDNN 613 / 556).
+//   v20 the same for FP8 at d = 128: +3.0% to +6.2%; 1.30-1.40x our bf16 at s >= 4k (fp8-h200-2026-11-28-v20.csv).
+//   v21 d = 256's O staged in V's two stages once the last P V has read them: +13.1% at s = 1k, +1% to +4% from
+//       4k; d = 256 s = 16k 696 / 610 (cuDNN 662 / 602).
+//   v22 v21's stage freed a tile later: d = 256 +1.8% to +7.7%; d = 256 s = 16k 739 / 623 (cuDNN 670 / 602).
+//   v23 each consumer warpgroup walks only its own rows' key blocks where Br > Bc, the producer releasing the
+//       skipped stages: d = 64 causal +4.2% (s = 1k), +5.3% (2k), the rest within the runs' spread.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
