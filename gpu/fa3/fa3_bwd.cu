@@ -32,116 +32,42 @@
 //
 // Tile shape: shapes.hpp's fa3_backward_shape (`flashlab shapes --algo fa3 --pass bwd`).
 //
-// Where it stands (v15, 2026-11-29, NVIDIA H200, one process; bench/results/gpu-h200-2026-11-29-fa3-bwd-v15.csv):
-// forward (fa3) + backward against SDPA's cuDNN backend, s = 1k-16k: d = 64 0.99-1.13x, d = 128 0.94-1.04x,
-// d = 256 0.99-1.16x (below 1.0: d = 128 at s = 1k 0.94, causal 0.99, at 2k 0.996; d = 64 at 1k 0.99; d = 256
-// causal at 2k 0.99);
-// 1.46-1.84x our fa2; deterministic against atomic (-v15-deterministic.csv) d = 64 0.97-1.08x, d = 128
-// 0.93-1.06x, d = 256 0.86-0.94x. (H200 and H100 timings are not comparable; not measured on an H100 since
-// v10, whose sweep, bench/results/gpu-h100-2026-11-27-fa3-v17.csv: d = 64 0.97-1.03x, d = 128 0.90-1.01x,
-// d = 256 0.98-1.11x.) Latest, this code with forward v23, same H200, 2026-11-29 (gpu-h200-2026-11-29-fa3-v23-
-// fwdbwd.csv): d = 64 0.99-1.12x, d = 128 0.95-1.06x (below 1.0: s = 1k 0.95, causal 0.96), d = 256 1.03-1.14x.
-// Earlier: NVIDIA H100 80GB HBM3, 2026-11-23, v3, bf16, batch x
-// seqlen = 16k, heads x d = 2048,
-// forward (fa3) + backward against SDPA's cuDNN backend in the same process, s = 1k-16k
-// (bench/results/gpu-h100-2026-11-23-fa3-bwd-v3.csv): d = 64 0.85-0.97x (causal 0.82-0.95x), d = 128
-// 0.80-0.90x (causal 0.77-0.92x), short sequences lowest; against our fa2 1.18-1.53x, SDPA flash
-// 1.13-1.67x. The deterministic backward against the atomic one in the same process (-v3-deterministic
-// .csv): 0.82-1.14x (two cells under 0.85: d = 64 causal s = 2k and 4k). d = 256 (v7, 2026-11-27,
-// bench/results/gpu-h100-2026-11-27-fa3-bwd-d256-v7.csv): 0.95-1.06x cuDNN, causal 0.85-1.00x, s = 1k-16k.
+// Where it stands (bf16, batch x seqlen = 16k, heads x d = 2048, s = 1k-16k, forward (fa3) + backward against
+// SDPA's cuDNN backend timed in the same process): NVIDIA H200, 2026-11-29, backward v15 with forward v23
+// (bench/results/gpu-h200-2026-11-29-fa3-v23-fwdbwd.csv): d = 64 0.99-1.10x (causal 1.04-1.12x), d = 128
+// 0.95-1.06x (causal 0.95-1.05x; s = 1k the shortest, where the kernels' device times are 1.00-1.01x cuDNN's and
+// the loss follows do_bench's dirty L2 flush: gpu/HISTORY.md), d = 256 1.06-1.14x (causal 1.03-1.11x); the
+// deterministic backward against the atomic one (gpu-h200-2026-11-29-fa3-bwd-v15-deterministic.csv) d = 64
+// 0.97-1.08x, d = 128 0.93-1.06x, d = 256 0.86-0.94x. NVIDIA H100 80GB HBM3, 2026-11-27, v10, the last H100 lent
+// (gpu-h100-2026-11-27-fa3-v17.csv): d = 64 0.97-1.03x, d = 128 0.90-1.01x, d = 256 0.98-1.11x. H200 and H100
+// times are not comparable.
 //
-// Version index (bench/gpu_compare.py --passes fwd+bwd; H100; full entries in gpu/HISTORY.md):
-//   v1  the structure above, no overlap between a step's GEMMs and its softmax inside a warpgroup, one CTA
-//       a K/V block (not persistent); the figures above. Stages freed by named barriers (an mbarrier
-//       arrive from lane 0 left racecheck reporting the LSE2 / D reads); deterministic walks from the last
-//       Q block (from the first: 0.69-0.74x of atomic under a causal mask).
-//   v2  at d = 64, P^T's exponentials under dP^T's GEMM (two wgmma groups, S^T's waited for first): A/B in
-//       one process +1.5-4.9% forward+backward at d = 64 (s = 16k 0.99 -> 1.02-1.12x cuDNN); at d = 128
-//       0.97-1.03x, left as v1 (bench/results/ab-h100-2026-11-23-fa3-bwd-split-wait.csv).
-//   v3  dK and dV out through shared memory (a free Q / dO stage) with 16-byte stores: A/B in one process
-//       s = 1k +1.9-4.9%, 4k -0.2% to +2.0%, 16k -2.3% to -0.5% (bench/results/ab-h100-2026-11-23-fa3-
-//       bwd-epilogue.csv; at 1k a CTA walks 8-16 steps and its end counts).
-//   v4  interval mask functions (kMask, 2026-11-24): the walk, the element mask on partial tiles (each
-//       query column's interval read from mask_lo / mask_hi) and the deterministic rank from the mask's
-//       rows; the kernels without a mask as before. H100, one process, batch x seqlen = 16k, 16 heads
-//       (bench/results/masks-h100-2026-11-24-fa3.csv): fa3 forward+backward against density x unmasked
-//       1.08-1.24 with prefix-LM, 1.31-1.72 with documents (8 in 16k tokens: short walks, partial tiles at
-//       every document's edges); documents 6.2-7.2x cuDNN with the dense mask at s = 16k.
-//   v5  each GEMM's k-step descriptors from one base an operand, made where issued (ptx.cuh fresh, as the
-//       forward's v14): at d = 64 the deterministic and masked kernels' 2-6 spill instructions in the main
-//       loop gone (SASS); softcap at d = 64 20-32 -> 24-43 (S and dP both held; not timed). A/B in one
-//       process, both orders, forward + backward (forward unchanged at d <= 128), H100, 2026-11-26
-//       (bench/results/ab-h100-2026-11-26-fa3-fresh-desc-fwdbwd*.csv): 0.987-1.029x a cell.
-//   v6  under a mask function, a K/V block's Q-row range by a 32-ary search over each warp (sequence.cuh
-//       rows_seeing_by_warp) in place of two binary searches of dependent loads: masked forward +
-//       backward 0.99-1.07x v5 in one process (median 1.047x; H100, 2026-11-27, bench/results/masks-h100-
-//       2026-11-27-fa3-bwd-warp-search-ab.csv).
-//   v7  d = 256 (2026-11-27): the split kernel (bwd_consumer_split.cuh; before it fa3's d = 256 backward
-//       was fa2's). First version, a consumer's whole 64 x 128 of dQ after dV and dK: 0.73-0.88x cuDNN
-//       forward + backward (-d256-v7a.csv; 30 spill instructions in the loop); dQ in two 64-column halves,
-//       the first's atomics under dV's and dK's GEMMs: 0 spills, 1.15-1.20x that in one process, both
-//       orders (ab-h100-2026-11-27-fa3-bwd-d256-dq-halves*.csv); the sweep (-d256-v7.csv): 0.95-1.06x
-//       cuDNN, causal 0.85-1.00x (under 0.9 at s = 1k 0.847 and 4k 0.899), 1.29-1.68x our fa2. Its
-//       deterministic mode (each consumer's atomics in the order of the K/V blocks): 0.65-0.75x of the
-//       atomic one in one process (gpu-h100-2026-11-27-fa3-bwd-d256-deterministic.csv; HISTORY.md).
-//   v8  the convert kernel through shared memory (2026-11-27): dq's rows out in 16-byte chunks instead of
-//       4-byte pieces of 8 rows a warp; 0.22 -> 0.07 ms at 16k tokens x 2048 (cuDNN's conversion: 0.075;
-//       torch.profiler, H100). A/B in one process, both orders (ab-h100-2026-11-27-fa3-bwd-convert-smem*
-//       .csv): forward + backward +7-18% at s = 1k, +2-11% at 4k, 0-3% at 16k. Sweep (gpu-h100-2026-11-27-
-//       fa3-fwdbwd-v8.csv): d = 64 0.95-1.04x cuDNN, d = 128 0.92-0.96x, d = 256 0.92-1.09x; deterministic
-//       against atomic (-v8-deterministic.csv) d = 64 0.83-1.19x, d = 128 0.90-1.01x, d = 256 0.65-0.75x.
-//   v9  d <= 128: dV's GEMM, then (both consumers' dS^T in) dQ's, then dK's, three wgmma groups; the step's
-//       dQ goes to shared memory while dK's GEMM runs (FlashAttention-3's order; it went after all three).
-//       A/B in one process, both orders (ab-h100-2026-11-27-fa3-bwd-dq-under-dk*.csv): forward + backward
-//       +1.3-3.5% a cell (geometric mean of the orders), d = 64 and 128, s = 1k-16k. Sweep (gpu-h100-2026-11-27-
-//       fa3-fwdbwd-v9.csv): d = 64 0.97-1.03x cuDNN, d = 128 0.90-0.98x, d = 256 0.96-1.06x.
-//   v10 the consumer index from a warp broadcast (ptx.cuh warp_uniform_index), meant to keep its shared-memory
-//       addresses and wgmma descriptors in uniform registers (2026-11-27, with forward v15). A/B in one
-//       process, both orders, forward + backward (ab-h100-2026-11-27-fa3-uniform-warpgroup*.csv): d = 256
-//       +1.3-4.8%, d <= 128 0.99-1.02x. Sweep (gpu-h100-2026-11-27-fa3-v15-uniform.csv): d = 64 0.91-1.07x
-//       cuDNN, d = 128 0.88-1.00x, d = 256 0.97-1.11x, 1.38-1.77x fa2.
-//   v11 the deterministic order (2026-11-27, eleventh session): a Q block's dQ summed from its last K/V block
-//       down, the grid launching a head's K/V blocks from the last and every walk from its first, so that
-//       under a causal mask K/V block j + 1 reaches each Q block a step before j (a pipeline, where walks
-//       from the last and turns in the order of j made the CTAs of a head a chain); at d = 256 each
-//       consumer's turn kept by its own warp of warpgroup 0 (bwd_dq_writer.cuh keep_dq_turns), so the
-//       release's wait for the atomics to land no longer stalls the consumers. Deterministic against atomic
-//       in one process (gpu-h100-2026-11-27-fa3-bwd-deterministic-v11.csv): d = 64 0.89-1.14x (was
-//       0.83-1.18x), d = 128 0.93-1.11x (0.89-1.12x), d = 256 0.78-0.90x (0.65-0.74x): at d = 256 under 0.85
-//       without a mask at s = 1k-4k (0.78, 0.80, 0.84), where all of a head's walks start at the first Q block
-//       and the chain remains, and causal at 16k (0.83).
-//   v12 rotated deterministic walks (2026-11-28): without a mask or window, and where a head's K/V blocks fit
-//       on the device at once, K/V block j starts its walk at place j mod steps and wraps around, and the turns
-//       at a Q block go by the step it is visited at (tile_order.hpp rotated_turn_rank), so a head's CTAs are at
-//       different Q blocks at every step and none waits at the first. Deterministic against atomic in one
-//       process, v11's walks beside it by a switch since removed (gpu-h100-2026-11-28-fa3-bwd-deterministic-
-//       v12-rotated.csv, -unrotated.csv), without a mask: d = 256 0.88-0.94x (v11 0.79-0.95x), d = 128
-//       0.96-1.10x (0.94-1.01x), d = 64 0.94-1.17x (0.90-1.14x); causal unchanged (d = 256 0.83-0.87x).
-//   v13 d = 256's turn keepers look ahead on walks that do not rotate (2026-11-28): after a step's atomics are
-//       issued, if the next turn is already this block's, the keeper lets the consumers in before it releases
-//       the step (a release waits for the adds to land, 3.2 us a 64 KiB tile with every SM at it, l2_reduce.cu),
-//       never waiting on another CTA first. One process, H100, forward + backward, deterministic against
-//       atomic (gpu-h100-2026-11-28-fa3-bwd-deterministic-v13-d256.csv): d = 256 causal 0.87-0.91x (v12
-//       0.83-0.87x), 16k without a mask (not rotated) 1.04x (0.94x), rotated 0.85-0.89x as v12; looking ahead on
-//       rotated walks too lost 3-6% there (-v13-look-ahead-everywhere-d256.csv).
-//   v14 under a mask function a tile's verdicts (is it partial; if so which pairs are seen, a bit each) taken
-//       while its S^T and dP^T wgmmas run, applied after (bwd_tile.cuh mask_verdicts): the loads behind them had
-//       waited after the GEMMs every step. H200, 2026-11-28, bench/mask_step_costs.py --kernel fa3 with v13 in
-//       the same process (bench/results/mask-step-costs-fa3-h200-2026-11-28.txt): d = 128 a whole step
-//       21.9 ns of the kernel (v13 23.0), documents' kernel 1956 vs 2023 us, one document as long as the
-//       sequence 5821 vs 6117 us; d = 64 unchanged (1484 vs 1474 us). What stays: at d = 64 the mask kernel's
-//       whole step is 1.15x the unmasked kernel's (one document: 3477 vs 3032 us) and a partial step costs
-//       3.6-4.0x a whole one (d = 128 2.9-3.1x), not the verdicts' work; fa2's v11 is at 1.43x.
-//   v15 d <= 128: a step's dQ GEMM by one consumer, consumer t % 2 at step t, the other running ahead into
-//       step t + 1 (bwd_consumer.cuh issue_and_hand_dq; dV's and dK's GEMMs waited for first, so dQ's 64
-//       accumulators take their registers). Each consumer had computed half of every step's dQ after the
-//       step's barrier, so their softmaxes coincided and the tensor cores idled through them (ncu at d = 128
-//       s = 8k: tensor pipe 59% against cuDNN's 67%, the top stall the barrier); SDPA's cuDNN kernel takes
-//       turns (its SASS: per 64 x 64 tile 16 m64n64 and 12 m64n128 wgmmas, the step's dQ m64n128k128 on
-//       alternate steps; bench/results/ncu-sass-h200-2026-11-29-*). A/B in one process, both orders, H200
-//       (ab-h200-2026-11-29-fa3-bwd-dq-turns-*.csv): forward + backward +3.1-6.0% a cell at d = 64 and 128,
-//       s = 1k-16k; masked +3.5-9.9% (masks-h200-2026-11-29-fa3-bwd-v15-ab.csv). ncu at d = 128 s = 8k: 4466
-//       us against cuDNN's 4499 (v14 4943), tensor pipe 65.8% against 66.8%.
+// Version index: each step and what it measured (bench/gpu_compare.py --passes fwd+bwd; A/B in one process,
+// both orders where marked). Every entry in full, with its runs and the steps tried and not kept: gpu/HISTORY.md.
+//   v1  the structure above, one CTA a K/V block, no overlap inside a warpgroup. H100, 2026-11-23 (v3's sweep):
+//       forward + backward 0.77-0.97x cuDNN at d <= 128; deterministic 0.82-1.14x the atomic backward.
+//   v2  d = 64: P^T's exponentials under dP^T's GEMM: +1.5% to +4.9%.
+//   v3  dK and dV out through shared memory with 16-byte stores: s = 1k +1.9% to +4.9%.
+//   v4  interval mask functions (kMask): prefix-LM 1.08-1.24x density x unmasked, documents 1.31-1.72x.
+//   v5  k-step descriptors made where issued (ptx.cuh fresh): d = 64's loop without spills; 0.987-1.029x a cell.
+//   v6  a mask function's K/V block rows by a 32-ary search a warp: masked 0.99-1.07x.
+//   v7  d = 256: 64 keys a CTA, the head dim split between the consumers, dQ by float4 atomics: 0.95-1.06x
+//       cuDNN, causal 0.85-1.00x (H100, 2026-11-27); before it d = 256 ran fa2's backward.
+//   v8  the dQ conversion through shared memory (3x faster): +7% to +18% at s = 1k.
+//   v9  d <= 128: dV's, dQ's, then dK's GEMM, the step's dQ to shared memory under dK's: +1.3% to +3.5% (both orders).
+//   v10 the consumer index broadcast from lane 0: d = 256 +1.3% to +4.8% (both orders).
+//   v11 the deterministic order as a pipeline (a head's K/V blocks launched from the last, each walking from
+//       its first), d = 256's turns kept by warps of the producer warpgroup: deterministic against atomic
+//       d = 256 0.78-0.90x (was 0.65-0.74x).
+//   v12 rotated deterministic walks without a mask (tile_order.hpp rotated_turn_rank): d = 256 0.88-0.94x.
+//   v13 d = 256's turn keepers let the consumers into a free next turn before the release: causal 0.87-0.91x
+//       (the issue's 0.85 on every cell of that H100 run, 2026-11-28).
+//   v14 a masked tile's verdicts taken under its S^T and dP^T wgmmas: the mask kernel's step at d = 128 23.0 ->
+//       21.9 ns (NVIDIA H200, 2026-11-28).
+//   v15 d <= 128: a step's dQ GEMM by one consumer, the two taking turns, so that their softmaxes no longer
+//       coincide (cuDNN's order, read from its SASS): +3.1% to +6.0% a cell, masked +3.5% to +9.9% (both
+//       orders, NVIDIA H200, 2026-11-29).
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
