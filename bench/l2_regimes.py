@@ -12,7 +12,7 @@ follows other kernels (GEMMs writing activations), so that state is real too, bu
 
 Usage: python3 bench/l2_regimes.py LIB.so OUT.csv [--cells fwd+bwd:128:1024:0,...] [--reps 50]
 A cell is pass:head_dim:seqlen:causal; shapes as ANCHORS.md's sweep (batch x seqlen = 16k, heads x d = 2048),
-bf16.
+bf16 (bench/anchor_cell.py).
 """
 import argparse
 import csv
@@ -22,11 +22,11 @@ import statistics
 import sys
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fa2_abi import Fa2, load  # noqa: E402
+from anchor_cell import Cell  # noqa: E402
+from fa2_abi import load  # noqa: E402
+from kernel_times import flushes  # noqa: E402
 
 
 def per_call_s(fn, before, reps):
@@ -66,36 +66,14 @@ def main():
     args = ap.parse_args()
     lib = load(args.lib)
     device = torch.cuda.get_device_name()
-    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
-    regimes = {"dirty": flush.zero_, "clean": lambda: flush.sum(dtype=torch.int32)}
+    regimes = {name: fn for name, fn in flushes(torch).items() if fn is not None}  # dirty, clean
     rows = []
-    for cell in args.cells.split(","):
-        pas, d, s, causal = cell.split(":")
-        d, s, causal = int(d), int(s), causal == "1"
-        b, h = 16384 // s, 2048 // d
-        gen = torch.Generator(device="cuda").manual_seed(s + d)
-        q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
-        o, lse = torch.empty_like(q), torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-        fa3 = Fa2(torch, lib, q, k, v, o, lse, causal, grads=(do,) + tuple(torch.empty_like(q) for _ in range(3)),
-                  kernel=b"fa3")
-        qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(pas != "fwd") for x in (q, k, v))
-        dot = do.transpose(1, 2)
-
-        def cudnn():
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-                if pas != "fwd":
-                    out.backward(dot)
-
-        def no_grads():
-            for x in (qt, kt, vt):
-                x.grad = None
-
-        flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0) * (1.0 if pas == "fwd" else 3.5)
-        ours = fa3.forward if pas == "fwd" else fa3.forward_backward
+    for spec in args.cells.split(","):
+        cell = Cell(torch, lib, spec)
+        pas, d, s, causal, flops, no_grads = cell.pas, cell.d, cell.s, cell.causal, cell.flops, cell.reset
         row = {"device": device, "date": datetime.date.today().isoformat(), "pass": pas, "hdim": d, "seqlen": s,
                "causal": int(causal)}
-        for name, fn in (("fa3", ours), ("cudnn", cudnn)):
+        for name, fn in cell.calls.items():
             for _ in range(3):
                 no_grads()
                 fn()
@@ -113,7 +91,7 @@ def main():
         print(f"{pas:7s} d={d:3d} s={s:5d} causal={int(causal)}  " + "  ".join(
             f"{r}: fa3 {row[f'fa3_{r}_tflops']:6.1f} cudnn {row[f'cudnn_{r}_tflops']:6.1f} "
             f"({row[f'fa3_vs_cudnn_{r}']:.3f}x)" for r in ("dirty", "clean", "hot")), flush=True)
-        del q, k, v, do, o, lse, fa3, qt, kt, vt
+        del cell
         torch.cuda.empty_cache()
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))

@@ -12,7 +12,7 @@ time a call (CUDA events over the loop) with the medians of the samples.
 
 Usage: python3 bench/power_clocks.py LIB.so OUT.csv [--cells fwd:64:1024:0,fwd:64:1024:1,...] [--seconds 3]
 A cell is pass:head_dim:seqlen:causal; shapes as ANCHORS.md's sweep (batch x seqlen = 16k, heads x d = 2048),
-bf16. Implementations: flashlab_fa3 (through the C ABI, bench/fa2_abi.py) and sdpa_cudnn.
+bf16 (bench/anchor_cell.py). Implementations: fa3 (flashlab's, through the C ABI) and cudnn (SDPA's backend).
 """
 import argparse
 import csv
@@ -24,11 +24,10 @@ import sys
 import time
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fa2_abi import Fa2, load  # noqa: E402
+from anchor_cell import Cell  # noqa: E402
+from fa2_abi import load  # noqa: E402
 
 
 
@@ -76,28 +75,6 @@ def sample_while(fn, seconds, fields):
     return start.elapsed_time(end) * 1e-3 / calls, samples
 
 
-def cell_calls(lib, pas, d, s, causal):
-    b, h = 16384 // s, 2048 // d
-    gen = torch.Generator(device="cuda").manual_seed(s + d)
-    q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
-    o, lse = torch.empty_like(q), torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-    grads = (do,) + tuple(torch.empty_like(q) for _ in range(3))
-    fa3 = Fa2(torch, lib, q, k, v, o, lse, causal, grads=grads, kernel=b"fa3")
-    qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_(pas != "fwd") for x in (q, k, v))
-    dot = do.transpose(1, 2)
-
-    def cudnn():
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-            if pas != "fwd":
-                for x in (qt, kt, vt):
-                    x.grad = None
-                out.backward(dot)
-
-    flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0) * (1.0 if pas == "fwd" else 3.5)
-    return flops, [("flashlab_fa3", fa3.forward if pas == "fwd" else fa3.forward_backward), ("sdpa_cudnn", cudnn)]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("lib")
@@ -110,27 +87,31 @@ def main():
     fields = query_fields()
     device = torch.cuda.get_device_name()
     rows = []
-    for cell in args.cells.split(","):
-        pas, d, s, causal = cell.split(":")
-        flops, calls = cell_calls(lib, pas, int(d), int(s), causal == "1")
-        for name, fn in calls:
+    for spec in args.cells.split(","):
+        cell = Cell(torch, lib, spec)
+        pas, d, s, causal = spec.split(":")
+        for name, call in cell.calls.items():
+            def fn(call=call):
+                cell.reset()
+                call()
             sec, samples = sample_while(fn, args.seconds, fields)
             clocks, watts = [x[0] for x in samples], [x[1] for x in samples]
             reasons = 0
             for x in samples:
                 reasons |= x[2]
             row = {"device": device, "date": datetime.date.today().isoformat(), "pass": pas, "hdim": d,
-                   "seqlen": s, "causal": causal, "impl": name, "call_s": sec, "tflops": flops / sec / 1e12,
+                   "seqlen": s, "causal": causal, "impl": name, "call_s": sec, "tflops": cell.flops / sec / 1e12,
                    "samples": len(samples),
                    "sm_clock_mhz_median": statistics.median(clocks) if clocks else "",
                    "sm_clock_mhz_min": min(clocks) if clocks else "",
                    "power_w_median": statistics.median(watts) if watts else "",
                    "clock_event_reasons_any": hex(reasons)}
             rows.append(row)
-            print(f"{pas:7s} d={d:>3s} s={s:>5s} causal={causal}  {name:13s} {row['tflops']:6.1f} TFLOP/s  "
+            print(f"{pas:7s} d={d:>3s} s={s:>5s} causal={causal}  {name:6s} {row['tflops']:6.1f} TFLOP/s  "
                   f"SM clock median {row['sm_clock_mhz_median']} MHz (min {row['sm_clock_mhz_min']})  "
                   f"power {row['power_w_median']} W  reasons {row['clock_event_reasons_any']}  "
                   f"({len(samples)} samples)", flush=True)
+        del cell
         torch.cuda.empty_cache()
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))

@@ -1,0 +1,46 @@
+"""One cell of the anchors' sweep (ANCHORS.md: bf16, batch x seqlen = 16k, heads x d = 2048) as calls of
+flashlab's fa3 (through the C ABI, bench/fa2_abi.py) and of SDPA's cuDNN backend on the same tensors, for the
+probes that time the two side by side (power_clocks.py, l2_regimes.py).
+
+A cell is written pass:head_dim:seqlen:causal, e.g. fwd+bwd:128:1024:0.
+"""
+from fa2_abi import Fa2
+
+
+class Cell:
+    """The tensors of one cell, `flops` by ANCHORS.md's count (forward + backward 3.5x the forward), `calls`
+    ({"fa3": fn, "cudnn": fn}) and `reset()`, which clears the autograd leaves' gradients between cuDNN's
+    forward + backward calls (host work only; callers keep it outside what they time)."""
+
+    def __init__(self, torch, lib, spec):
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        pas, d, s, causal = spec.split(":")
+        if pas not in ("fwd", "fwd+bwd"):
+            raise ValueError(f"cell {spec}: the pass is fwd or fwd+bwd")
+        d, s, causal = int(d), int(s), causal == "1"
+        if s <= 0 or 16384 % s or d <= 0 or 2048 % d:
+            raise ValueError(f"cell {spec}: seqlen must divide 16384 and head_dim 2048")
+        self.pas, self.d, self.s, self.causal = pas, d, s, causal
+        b, h = 16384 // s, 2048 // d
+        gen = torch.Generator(device="cuda").manual_seed(s + d)
+        q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
+        o, lse = torch.empty_like(q), torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+        fa3 = Fa2(torch, lib, q, k, v, o, lse, causal, grads=(do,) + tuple(torch.empty_like(q) for _ in range(3)),
+                  kernel=b"fa3")
+        self.leaves = [x.transpose(1, 2).detach().requires_grad_(pas != "fwd") for x in (q, k, v)]
+        qt, kt, vt = self.leaves
+        dot = do.transpose(1, 2)
+
+        def cudnn():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                if pas != "fwd":
+                    out.backward(dot)
+
+        self.flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0) * (1.0 if pas == "fwd" else 3.5)
+        self.calls = {"fa3": fa3.forward if pas == "fwd" else fa3.forward_backward, "cudnn": cudnn}
+
+    def reset(self):
+        for x in self.leaves:
+            x.grad = None
