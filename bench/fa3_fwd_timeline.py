@@ -118,8 +118,13 @@ def report(np, s, d, tiles, ctas, t_probe, t_base):
                                                        r[6] - r[15] if r[15] else 0)])
     a = np.array(rows)
     n = a[:, 0]
-    steps = np.maximum(n - 1, 1)
-    loop_per_block = a[:, 4].sum() / max(1, (n - 1).sum())
+    # The loop's and the beyond-the-loop figures over the warpgroup tiles that walk blocks of their own: a
+    # warpgroup with none (v23: rows before a ragged tile's sequence) only passes its turns, and its waits for
+    # them would read as the loop's.
+    walking = n >= 1
+    steps = np.maximum(n[walking] - 1, 0)
+    loop_per_block = a[walking, 4].sum() / max(1, steps.sum())
+    w = a[walking]
     prod = tiles[live, 3]
     prod = prod[prod[:, :, 4] > 0]
     pc = np.repeat(np.flatnonzero(live), [int((tiles[c, 3, :, 4] > 0).sum()) for c in np.flatnonzero(live)])
@@ -131,19 +136,21 @@ def report(np, s, d, tiles, ctas, t_probe, t_base):
     print(f"  a tile: {a[:, 1:8].sum(axis=1).mean():7.2f}   tile wait {a[:, 1].mean():6.2f}   Q wait {a[:, 2].mean():6.2f}   "
           f"first block {a[:, 3].mean():6.2f}   loop {a[:, 4].mean():8.2f}   last P V {a[:, 5].mean():6.2f}   "
           f"epilogue {a[:, 6].mean():6.2f}   gap {a[:, 7].mean():6.2f}")
-    print(f"  a loop block: {loop_per_block:6.3f}   of it waiting for K {a[:, 8].sum() / steps.sum():6.3f}, "
-          f"V {a[:, 9].sum() / steps.sum():6.3f}, the turn {a[:, 10].sum() / steps.sum():6.3f}, S {a[:, 11].sum() / steps.sum():6.3f}, "
-          f"P V {a[:, 12].sum() / steps.sum():6.3f}; the softmax {a[:, 13].sum() / steps.sum():6.3f}")
+    per = lambda col: w[:, col].sum() / max(1, steps.sum())  # noqa: E731 (a loop block's share)
+    print(f"  a loop block (warpgroups walking blocks of their own): {loop_per_block:6.3f}   of it waiting for K "
+          f"{per(8):6.3f}, V {per(9):6.3f}, the turn {per(10):6.3f}, S {per(11):6.3f}, P V {per(12):6.3f}; "
+          f"the softmax {per(13):6.3f}")
     for own in sorted(set(n.astype(int))):  # v23: a warpgroup walks its own rows' blocks
         sel = n == own
         print(f"  walking {own:3d} blocks: {int(sel.sum()):5d} warpgroup tiles, a tile {a[sel, 1:8].sum(axis=1).mean():7.2f}"
               f" (tile wait {a[sel, 1].mean():6.2f}, Q wait {a[sel, 2].mean():6.2f}, epilogue {a[sel, 6].mean():6.2f},"
               f" gap {a[sel, 7].mean():6.2f})")
-    over = a[:, 1:8].sum(axis=1) - (n - 1) * loop_per_block
+    over = w[:, 1:8].sum(axis=1) - steps * loop_per_block
     if (a[:, 15] > 0).any():  # a probe that stamps inside the epilogue (fields 14 and 15)
         print(f"  the epilogue: setup {a[:, 14].mean():6.2f}, first row's O and LSE {a[:, 15].mean():6.2f}, "
               f"second row's {a[:, 16].mean():6.2f}")
-    print(f"  a tile beyond its loop blocks at the loop's rate: {over.mean():6.2f} us ({over.mean() / loop_per_block:4.2f} blocks); "
+    print(f"  a walking tile beyond its loop blocks at the loop's rate: {over.mean():6.2f} us "
+          f"({over.mean() / loop_per_block:4.2f} blocks); "
           f"producer's wait for the consumers' Q release {q_wait_p:6.2f}")
 
 

@@ -46,7 +46,7 @@
 // 0.86-0.97x (causal 0.86-0.99x), d = 256 0.90-1.04x (causal 0.84-0.97x). H200 and H100 times are not comparable.
 // What binds d = 64 at s = 1k (per-tile timeline and power probe, H200, 2026-11-29; gpu/HISTORY.md): a round of
 // the three warpgroups' blocks needs 1536 cycles of tensor cores and 1536 of exponentials and takes about their
-// sum (2977 cycles); a tile spends 2 blocks' worth beyond its loop, and the ragged first tile two thirds of a
+// sum (2921 cycles); a tile spends 1.6 blocks' worth beyond its loop, and the ragged first tile two thirds of a
 // full one for a third of its rows; both kernels run at the board's 700 W limit, ours at an equal or higher clock.
 //
 // Version index: each step and what it measured (bench/gpu_compare.py sweeps; from v14 A/B in one process, both
