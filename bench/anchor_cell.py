@@ -13,15 +13,18 @@ class Cell:
     forward + backward calls (host work only; callers keep it outside what they time)."""
 
     def __init__(self, torch, lib, spec):
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        pas, d, s, causal = spec.split(":")
+        parts = spec.split(":")
+        if len(parts) != 4 or not all(x.isdigit() for x in parts[1:]):
+            raise ValueError(f"cell {spec!r}: write pass:head_dim:seqlen:causal, e.g. fwd+bwd:128:1024:0")
+        pas, d, s, causal = parts
         if pas not in ("fwd", "fwd+bwd"):
             raise ValueError(f"cell {spec}: the pass is fwd or fwd+bwd")
         d, s, causal = int(d), int(s), causal == "1"
         if s <= 0 or 16384 % s or d <= 0 or 2048 % d:
             raise ValueError(f"cell {spec}: seqlen must divide 16384 and head_dim 2048")
         self.pas, self.d, self.s, self.causal = pas, d, s, causal
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
         b, h = 16384 // s, 2048 // d
         gen = torch.Generator(device="cuda").manual_seed(s + d)
         q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))

@@ -69,7 +69,10 @@ def main():
     regimes = {name: fn for name, fn in flushes(torch).items() if fn is not None}  # dirty, clean
     rows = []
     for spec in args.cells.split(","):
-        cell = Cell(torch, lib, spec)
+        try:
+            cell = Cell(torch, lib, spec)
+        except ValueError as e:
+            sys.exit(f"l2_regimes.py: {e}")
         pas, d, s, causal, flops, no_grads = cell.pas, cell.d, cell.s, cell.causal, cell.flops, cell.reset
         row = {"device": device, "date": datetime.date.today().isoformat(), "pass": pas, "hdim": d, "seqlen": s,
                "causal": int(causal)}

@@ -88,7 +88,10 @@ def main():
     device = torch.cuda.get_device_name()
     rows = []
     for spec in args.cells.split(","):
-        cell = Cell(torch, lib, spec)
+        try:
+            cell = Cell(torch, lib, spec)
+        except ValueError as e:
+            sys.exit(f"power_clocks.py: {e}")
         pas, d, s, causal = spec.split(":")
         for name, call in cell.calls.items():
             def fn(call=call):
