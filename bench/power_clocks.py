@@ -13,6 +13,7 @@ time a call (CUDA events over the loop) with the medians of the samples.
 Usage: python3 bench/power_clocks.py LIB.so OUT.csv [--cells fwd:64:1024:0,fwd:64:1024:1,...] [--seconds 3]
 A cell is pass:head_dim:seqlen:causal; shapes as ANCHORS.md's sweep (batch x seqlen = 16k, heads x d = 2048),
 bf16 (bench/anchor_cell.py). Implementations: fa3 (flashlab's, through the C ABI) and cudnn (SDPA's backend).
+simulator/validation/clock_under_load.py uses the same sampler (sample_while) for the presets' clock under load.
 """
 import argparse
 import csv
