@@ -4,7 +4,42 @@ probes that time the two side by side (power_clocks.py, l2_regimes.py).
 
 A cell is written pass:head_dim:seqlen:causal, e.g. fwd+bwd:128:1024:0.
 """
+import csv
+import sys
+
 from fa2_abi import Fa2
+
+
+def parse(spec):
+    """(pass, head_dim, seqlen, causal) of a cell, or ValueError saying what is wrong with it."""
+    parts = spec.split(":")
+    if len(parts) != 4 or not all(x.isdigit() for x in parts[1:]):
+        raise ValueError(f"cell {spec!r}: write pass:head_dim:seqlen:causal, e.g. fwd+bwd:128:1024:0")
+    pas, d, s, causal = parts
+    if pas not in ("fwd", "fwd+bwd"):
+        raise ValueError(f"cell {spec}: the pass is fwd or fwd+bwd")
+    d, s = int(d), int(s)
+    if s <= 0 or 16384 % s or d <= 0 or 2048 % d:
+        raise ValueError(f"cell {spec}: seqlen must divide 16384 and head_dim 2048")
+    return pas, d, s, causal == "1"
+
+
+def cells_or_exit(specs, prog):
+    """The comma-separated cells, every one checked before any runs: a bad one exits with its message."""
+    try:
+        for spec in specs.split(","):
+            parse(spec)
+    except ValueError as e:
+        sys.exit(f"{prog}: {e}")
+    return specs.split(",")
+
+
+def write_csv(path, rows):
+    """The probes' rows, one a line, the first row's keys as the header."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
 
 
 class Cell:
@@ -13,15 +48,7 @@ class Cell:
     forward + backward calls (host work only; callers keep it outside what they time)."""
 
     def __init__(self, torch, lib, spec):
-        parts = spec.split(":")
-        if len(parts) != 4 or not all(x.isdigit() for x in parts[1:]):
-            raise ValueError(f"cell {spec!r}: write pass:head_dim:seqlen:causal, e.g. fwd+bwd:128:1024:0")
-        pas, d, s, causal = parts
-        if pas not in ("fwd", "fwd+bwd"):
-            raise ValueError(f"cell {spec}: the pass is fwd or fwd+bwd")
-        d, s, causal = int(d), int(s), causal == "1"
-        if s <= 0 or 16384 % s or d <= 0 or 2048 % d:
-            raise ValueError(f"cell {spec}: seqlen must divide 16384 and head_dim 2048")
+        pas, d, s, causal = parse(spec)
         self.pas, self.d, self.s, self.causal = pas, d, s, causal
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel

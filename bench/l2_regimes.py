@@ -15,7 +15,6 @@ A cell is pass:head_dim:seqlen:causal; shapes as ANCHORS.md's sweep (batch x seq
 bf16 (bench/anchor_cell.py).
 """
 import argparse
-import csv
 import datetime
 import os
 import statistics
@@ -24,7 +23,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from anchor_cell import Cell  # noqa: E402
+from anchor_cell import Cell, cells_or_exit, write_csv  # noqa: E402
 from fa2_abi import load  # noqa: E402
 from kernel_times import flushes  # noqa: E402
 
@@ -68,11 +67,8 @@ def main():
     device = torch.cuda.get_device_name()
     regimes = {name: fn for name, fn in flushes(torch).items() if fn is not None}  # dirty, clean
     rows = []
-    for spec in args.cells.split(","):
-        try:
-            cell = Cell(torch, lib, spec)
-        except ValueError as e:
-            sys.exit(f"l2_regimes.py: {e}")
+    for spec in cells_or_exit(args.cells, "l2_regimes.py"):
+        cell = Cell(torch, lib, spec)
         pas, d, s, causal, flops, no_grads = cell.pas, cell.d, cell.s, cell.causal, cell.flops, cell.reset
         row = {"device": device, "date": datetime.date.today().isoformat(), "pass": pas, "hdim": d, "seqlen": s,
                "causal": int(causal)}
@@ -96,10 +92,7 @@ def main():
             f"({row[f'fa3_vs_cudnn_{r}']:.3f}x)" for r in ("dirty", "clean", "hot")), flush=True)
         del cell
         torch.cuda.empty_cache()
-    with open(args.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(args.out, rows)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ bf16 (bench/anchor_cell.py). Implementations: fa3 (flashlab's, through the C ABI
 simulator/validation/clock_under_load.py uses the same sampler (sample_while) for the presets' clock under load.
 """
 import argparse
-import csv
 import datetime
 import os
 import statistics
@@ -27,7 +26,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from anchor_cell import Cell  # noqa: E402
+from anchor_cell import Cell, cells_or_exit, write_csv  # noqa: E402
 from fa2_abi import load  # noqa: E402
 
 
@@ -88,11 +87,8 @@ def main():
     fields = query_fields()
     device = torch.cuda.get_device_name()
     rows = []
-    for spec in args.cells.split(","):
-        try:
-            cell = Cell(torch, lib, spec)
-        except ValueError as e:
-            sys.exit(f"power_clocks.py: {e}")
+    for spec in cells_or_exit(args.cells, "power_clocks.py"):
+        cell = Cell(torch, lib, spec)
         pas, d, s, causal = spec.split(":")
         for name, call in cell.calls.items():
             def fn(call=call):
@@ -117,10 +113,7 @@ def main():
                   f"({len(samples)} samples)", flush=True)
         del cell
         torch.cuda.empty_cache()
-    with open(args.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(args.out, rows)
 
 
 if __name__ == "__main__":
