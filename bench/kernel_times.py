@@ -48,11 +48,10 @@ def short_name(name):
 def device_times(torch, fn, calls=10, before=None):
     """Each CUDA kernel's device time per call of fn (ms), by its unqualified name, the mean of `calls`
     calls after three warm-up calls (torch.profiler). Also mask_kernel_split.py's. With `before` (an L2
-    flush, FLUSHES), it runs before every call and its own kernels are left out of the times."""
+    flush from flushes()), it runs before every call and its own kernels are left out of the times."""
     per = collections.defaultdict(float)
-    skip = set()
+    skip = flush_kernel_names(torch, before)
     if before is not None:
-        skip = {e.name for e in cuda_events(torch, before, 1)}  # full names: a functor's template arguments too
         def call():
             before()
             fn()
@@ -60,6 +59,18 @@ def device_times(torch, fn, calls=10, before=None):
         if e.name not in skip:
             per[short_name(e.name)] += e.device_time / calls / 1e3
     return dict(per)
+
+
+_flush_names = {}  # a flush's kernels, profiled once a flush
+
+
+def flush_kernel_names(torch, before):
+    """The full names (a functor's template arguments too) of the kernels the flush `before` launches."""
+    if before is None:
+        return set()
+    if id(before) not in _flush_names:
+        _flush_names[id(before)] = (before, {e.name for e in cuda_events(torch, before, 1)})
+    return _flush_names[id(before)][1]
 
 
 def flushes(torch):

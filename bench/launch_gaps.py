@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fa2_abi import Fa2, load  # noqa: E402
-from kernel_times import cuda_events, flushes, short_name  # noqa: E402
+from kernel_times import cuda_events, flush_kernel_names, flushes, short_name  # noqa: E402
 
 
 def kernel_timeline(torch, fn, calls, flush_names=()):
@@ -70,7 +70,7 @@ def main():
     from torch.nn.attention import SDPBackend, sdpa_kernel
     lib = load(args.lib)
     before = flushes(torch)[args.flush]
-    flush_names = {e.name for e in cuda_events(torch, before, 1)} if before else set()
+    flush_names = flush_kernel_names(torch, before)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.calls} calls a side, flush {args.flush}; "
           "times in us a call")
     d = args.hdim
