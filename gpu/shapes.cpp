@@ -21,6 +21,10 @@ bool add_rows(const std::string& algo, bool backward, int head_dim, const std::s
   } else if (algo == "fa1-minimal") {
     if (backward) return fail(error, "fa1-minimal has no backward kernel (gpu/fa1_minimal.cu is Algorithm 1 only); use --pass fwd");
     shapes = {fa1_minimal_shape(head_dim)};
+  } else if (algo == "decode") {
+    if (backward) return fail(error, "decode has no backward kernel (gpu/decode/ is inference); use --pass fwd");
+    if (dtype != "bf16" && dtype != "fp16") return fail(error, "decode runs bf16 and fp16; use --dtype bf16 or fp16");
+    shapes = {decode_split_shape(head_dim)};
   } else if (dtype == "fp8") {  // the FP8 forward is fa3's only
     if (algo != "fa3" || backward)
       return fail(error, "fp8 is fa3's forward only (gpu/fa3/fa3_fwd.cu fa3_fp8_forward); use --algo fa3 --pass fwd");
@@ -55,7 +59,7 @@ bool add_rows(const std::string& algo, bool backward, int head_dim, const std::s
 }  // namespace
 
 const std::vector<std::string>& shape_algos() {
-  static const std::vector<std::string> names = {"standard", "fa1-minimal", "fa2", "fa3"};
+  static const std::vector<std::string> names = {"standard", "fa1-minimal", "fa2", "fa3", "decode"};
   return names;
 }
 
@@ -83,7 +87,7 @@ std::vector<KernelShapeRow> kernel_shapes(const std::string& algo, bool backward
     if (backward && name == "fa3" &&
         (!fa3_backward_shape(head_dim).supported() || fa3_backward_shape(head_dim).smem_bytes > smem_per_block))
       continue;
-    if (dtype == "fp32" && (name == "fa2" || name == "fa3")) continue;
+    if (dtype == "fp32" && (name == "fa2" || name == "fa3" || name == "decode")) continue;
     if (!add_rows(name, backward, head_dim, dtype, smem_per_block, rows, error)) return {};
   }
   if (rows.empty())  // the backward in fp32: fa2's and fa3's backward kernels take bf16 / fp16

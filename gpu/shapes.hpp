@@ -110,8 +110,8 @@ inline int64_t split_kv_heuristic(int64_t ctas_without_split, int64_t slots, int
 // The split count that keeps the HBM streaming, and no more. A split kernel CTA streams the cache at
 // `cta_bytes_per_s` (its warps' blocks in flight over the memory's latency), so the HBM's achievable rate
 // takes ceil(hbm_bytes_per_s / cta_bytes_per_s) CTAs: splits multiply the grid's `ctas` until it has them,
-// within one wave (`slots`, the CTAs the GPU holds at once), one 128-key block a split (`blocks`) and 128
-// splits. A split past that adds partials to write and merge for no bandwidth.
+// within one wave (`slots`, the CTAs the GPU holds at once), one CTA step of keys a split (`blocks`: the
+// keys over decode_split_shape's block_n) and 128 splits. A split past that adds partials to write and merge for no bandwidth.
 inline int decode_split_count(int64_t ctas, int64_t slots, int64_t blocks, double hbm_bytes_per_s,
                               double cta_bytes_per_s) {
   if (ctas < 1) return 1;
@@ -128,9 +128,46 @@ inline int decode_split_count(int64_t ctas, int64_t slots, int64_t blocks, doubl
 // moved 54, 51 and 51 GB/s a CTA (bench/results/decode-splits-h100-2026-11-26-run2.csv). Other head dims
 // scale it by their bytes in flight (Little's law, the same latency; not measured).
 constexpr double kDecodeCtaBytesPerS = 51e9;
+// The K/V stages that measured CTA (v6's, four warps) streamed through: 4 x 2 x (K, V) x 32 keys x 128 x 2 bytes.
+constexpr double kDecodeCtaStageBytes = 4.0 * 2 * 2 * 32 * 128 * 2;
 // The HBM's achievable share of its peak (memory clock x bus width): a device copy moved 3.04 of the
 // H100's 3.35 TB/s (bench/decode_compare.py, 2026-11-26).
 constexpr double kDecodeHbmAchievable = 0.9;
+
+// ---- decode (gpu/decode/decode.cu): flash-decoding's split kernel, bf16 / fp16, head dims as fa2 (run at
+// 64, 128 or 256, zero-padded). A CTA holds 16 packed query rows (a kv head's query heads times q_len: one
+// 16-row MMA tile) and walks its split's keys in 32-key blocks, a block a warp (block_n = 32 x warps keys a
+// step), each warp with its own K/V stages; at the end the warps' (m, l, O) merge through shared memory.
+constexpr int decode_split_smem_bytes(int d, int warps, int stages) {
+  const int kv = warps * stages * 2 * 32 * d * 2;  // the warps' K and V stages
+  const int merge = warps * 16 * (2 + d) * 4;      // then the merge's m, l and O (fp32), over them
+  return 16 * d * 2 + (kv > merge ? kv : merge);   // after Q
+}
+constexpr TileShape decode_split_shape(int head_dim) {
+  const int d = fa2_padded_head_dim(head_dim);
+  if (d == 0)
+    return shapes_detail::unsupported("split_kernel (gpu/decode/decode.cu)",
+                                      "the decode kernel takes head dims that are multiples of 8 from 8 to 256");
+  TileShape s;
+  s.kernel = "split_kernel (gpu/decode/decode.cu)";
+  s.head_dim = d;
+  s.block_m = 16;
+  s.warps = d <= 128 ? 3 : 4;
+  s.threads = 32 * s.warps;
+  s.block_n = 32 * s.warps;
+  s.stages = d <= 128 ? 2 : 1;
+  s.mma_tiles = 1;
+  s.smem_bytes = decode_split_smem_bytes(d, s.warps, s.stages);
+  s.why = d <= 128
+              ? "three warps, each with two 32-key K/V stages (one loads while the other computes): 100 KB at "
+                "d = 128, so an SM holds two CTAs and one's start (Q, its first blocks) and end (the warps' merge) "
+                "run under the other's stream. Four warps (132 KB, one CTA an SM) streamed batch 64 x 1k keys at 86-88% "
+                "of an H200's copy rate, three at 92-93%, six in one CTA (the same bytes in flight, no overlap) at 84-86%; "
+                "two warps, three CTAs an SM, slower everywhere (bench/results/decode-ab-h200-2026-11-29-*)"
+              : "four warps of one 32-key K/V stage (two would take 256 KB): 136 KB, one CTA an SM; three warps, two "
+                "CTAs an SM, streamed 11-15% slower at batch 8 (decode-ab-h200-2026-11-29-d256.csv)";
+  return s;
+}
 
 // fa2's forward for a head dim (any; padded here). Timings: gpu/fa2_fwd.cu's version index and
 // gpu/HISTORY.md.
@@ -440,7 +477,7 @@ constexpr TileShape fa3_backward_shape(int head_dim) {
 
 // ---- lookup by name (shapes.cpp), for `flashlab shapes` and programs that take an algorithm's name.
 struct KernelShapeRow {
-  std::string algo;  // standard | fa1-minimal | fa2 | fa3
+  std::string algo;  // standard | fa1-minimal | fa2 | fa3 | decode
   std::string pass;  // fwd | bwd
   TileShape shape;
 };

@@ -87,6 +87,9 @@ grep -q "<svg" "$work/roof.svg" && passed=$((passed + 1)) && echo "ok     the SV
 
 # The kernels' tile shapes (gpu/shapes.hpp): a head dim fa2 pads, and the backward's tiles by the GPU's shared memory.
 ok "shapes pads d = 96 to fa2's d = 128 kernel, 128 x 64 tiles" "^fa2 +fwd +96 +128 +128 +64 +4 +128 " -- shapes --algo fa2 --hdim 96
+ok "shapes: decode's split kernel at d = 128, 16 packed rows, three warps of 32-key blocks, two stages" \
+  "^decode +fwd +128 +128 +16 +96 +3 +96 +2 " -- shapes --algo decode --hdim 128
+refused "shapes: decode has no backward" "decode has no backward kernel" -- shapes --algo decode --pass bwd
 ok "shapes: fa2's d = 256 forward is the warp-pair kernel" "^fa2 +fwd +256 +256 +64 +64 .* yes .*fa2_fwd_pairs" -- shapes --hdim 256
 ok "shapes: fa2's d = 256 backward on an A100 takes 32-row steps" "^fa2 +bwd +256 +256 +32 +64 +8 +256 .*dkdv" -- \
   shapes --pass bwd --hdim 256 --gpu a100-80gb
@@ -151,7 +154,7 @@ printf '{"name": "x"' > "$work/bad_gpu.json"
 refused "malformed GPU file" "not valid JSON" -- estimate --gpu-file "$work/bad_gpu.json"
 refused "shapes: a head dim fa2 does not take" "head dim 100 is not supported: fa2 takes head dims that are multiples of 8" -- \
   shapes --algo fa2 --hdim 64,100
-refused "shapes: an unknown algorithm" "unknown algorithm 'fa4' \(expected one of standard, fa1-minimal, fa2, fa3, or all\)" -- \
+refused "shapes: an unknown algorithm" "unknown algorithm 'fa4' \(expected one of standard, fa1-minimal, fa2, fa3, decode, or all\)" -- \
   shapes --algo fa4
 refused "shapes: a backward fa1-minimal does not have" "fa1-minimal has no backward kernel" -- shapes --algo fa1-minimal --pass bwd
 refused "shapes: fa2's backward on a GPU without the shared memory for it" "needs 164864 bytes of shared memory per block" -- \

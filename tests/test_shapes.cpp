@@ -160,10 +160,27 @@ TEST_CASE("decode splits: until the CTAs stream at the HBM's rate, within one wa
   CHECK(decode_split_count(64, 132, 512, hbm, cta) == 1);  // batch 8: the grid alone is enough
   CHECK(decode_split_count(512, 132, 512, hbm, cta) == 1);
   CHECK(decode_split_count(8, 16, 512, hbm, cta) == 2);    // never past one wave of the slots
-  CHECK(decode_split_count(8, 132, 3, hbm, cta) == 3);     // nor past one 128-key block a split
+  CHECK(decode_split_count(8, 132, 3, hbm, cta) == 3);     // nor past one CTA step of keys a split
   CHECK(decode_split_count(1, 1000, 4096, 100 * hbm, cta) == 128);
   // An H200's 4.8 TB/s takes more: 85 CTAs, 11 splits at batch 1.
   CHECK(decode_split_count(8, 132, 512, 0.9 * 4.8e12, cta) == 11);
+}
+
+TEST_CASE("decode's split kernel: two CTAs an SM up to d = 128, so one's start and merge overlap the other's stream") {
+  constexpr int kSmPerSm = 233472, kReservedPerCta = 1024;  // an H100's or H200's 228 KiB an SM, 1 KiB a CTA
+  auto per_sm = [](const TileShape& s) { return kSmPerSm / (s.smem_bytes + kReservedPerCta); };
+  for (int d : {8, 64, 96, 128}) {
+    const TileShape s = decode_split_shape(d);
+    CAPTURE(d);
+    CHECK(s.supported());
+    CHECK(per_sm(s) >= 2);
+    CHECK(s.block_n == 32 * s.warps);  // a 32-key block a warp a step
+    CHECK(s.stages == 2);              // one block loads while the other computes
+  }
+  CHECK(per_sm(decode_split_shape(256)) == 1);  // four warps of one stage: 136 KiB
+  CHECK(decode_split_shape(256).warps == 4);
+  CHECK(!decode_split_shape(264).supported());
+  CHECK(!decode_split_shape(100).supported());  // multiples of 8
 }
 
 TEST_CASE("tile_order: the longest-first deal takes every tile once, section by section, in the line order") {

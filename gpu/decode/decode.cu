@@ -13,12 +13,13 @@
 //                are its group's query heads times q_len (row r: query r / group of head g group +
 //                r % group), so one K/V block read from the cache feeds every query head that shares it.
 //                Split s takes the key blocks [s n, (s + 1) n) of the entry, n = ceil(blocks / splits).
-//              producer: each warp gathers its own 32-key blocks of K and V (blocks w, w + 4, ... of the
-//                split) through the block table with cp.async, zero-filling keys past the entry's
-//                length, two stages at d <= 128 (one at 256).
+//              producer: each of the CTA's warps (three at d <= 128, four at 256: decode_split_shape)
+//                gathers its own 32-key blocks of K and V (blocks w, w + warps, ... of the split) through
+//                the block table with cp.async, zero-filling keys past the entry's length, two stages at
+//                d <= 128 (one at 256).
 //              consumer: per warp, S = Q K^T and O += P~ V with mma.sync m16n8k16 (mma.cuh), the online
 //                softmax on the accumulators (softmax.cuh), the causal edge and the entry's end masked.
-//              epilogue: the four warps' (m, l, O) merge through shared memory; O / l and LSE go to the
+//              epilogue: the warps' (m, l, O) merge through shared memory; O / l and LSE go to the
 //                outputs (one split) or to the split's partial (fp32) in scratch.
 //   combine    (num_splits > 1) one CTA a (entry, query, head): LSE = log sum_s exp(LSE_s),
 //              O = sum_s exp(LSE_s - LSE) O_s, merged online by (column group, split group) threads, the
@@ -26,56 +27,22 @@
 //              kernel, so its launch hides under the split kernel's stream.
 //
 // Version index (checks: the decode harness; bench/decode_compare.py against PyTorch SDPA on the same
-// decode shapes, and the HBM roofline; NVIDIA H100 80GB HBM3, 2026-11-23, q_len 1, 32 heads over 8 kv
-// heads, d = 128, bf16, batch x cache 1..64 x 1k..128k, one process):
-//   v1  the kernels above; the combine a chain of dependent reads (48 us at 32 splits under ncu).
-//   v2  the combine's weights once a row, its partials loaded four splits at a time (17 us); the Python call
-//       without a device sync: 0.64-1.00x the best SDPA backend (cuDNN), 0.94-1.25x SDPA flash; the
-//       cache streams at 98-103% of a device copy's 3.02 TB/s from 0.5 GB of cache up (batch 8 x 64k,
-//       batch 64 x 4k..64k), 8-70% at batch 1 (the split kernel's 32-key blocks a warp and the
-//       combine's 17 us leave small problems latency-bound).
-//   v3  the combine a CTA a row, a thread a column; a block's rows looked up once a key (lane), not once a
-//       16-byte chunk: paged caches (256) from 52-70% to 71-100% of the copy rate, as contiguous
-//       (bench/results/decode-h100-2026-11-23-contiguous.csv, -paged256.csv): 0.73-0.99x the best SDPA
-//       backend, 0.93-1.26x SDPA flash; at cache >= 8k 79-102% of a copy's 3.02 TB/s at batch 8 and 64,
-//       31-83% at batch 1, where 256 CTAs of 32-key blocks a warp stream too little at once.
-//   v4  the combine a CTA a row, (column group, split group) threads merging online, one round trip of
-//       loads (2026-11-24, the same H100; its CSVs were lost with that session, the figures are its log's):
-//       batch 1 0.86-0.94x the best SDPA backend (v3 0.74-0.90x), 8k keys 31.4 us, 35% of the copy rate.
-//   v5  the combine a programmatic dependent launch of the split kernel (sm_90), and the split count from
-//       the slots the GPU really holds (SMs x occupancy: one CTA an SM at d = 128; 2 x SMs made two waves
-//       at batch 1), 14-16 splits at batch 1 where v4 took 28-32 (2026-11-26, H100,
-//       bench/results/decode-h100-2026-11-26-contiguous.csv, -paged256.csv, decode-splits-...csv):
-//       0.86-1.00x the best SDPA backend (batch 1 0.92-0.98x: 8k keys 26.8 us, 41% of the copy's
-//       3.04 TB/s; batch 8 0.96-1.00x; batch 64 0.86-0.88x at 1k, 0.99-1.00x from 4k), 0.98-1.38x SDPA
-//       flash; at >= 8k keys 41-89% of the copy rate at batch 1, 83-103% at 8, 101-104% at 64.
-//   v6  the split count by bandwidth, not by waves (gpu/shapes.hpp decode_split_count): splits until the
-//       CTAs stream at the HBM's achievable rate (60 CTAs of 51 GB/s on the H100), so batch 8 runs
-//       unsplit and batch 1 in 8 (2026-11-26, the same H100, bench/results/decode-h100-2026-11-26-v6-
-//       contiguous.csv, -v6-paged256.csv): 0.88-1.12x the best SDPA backend (batch 1 0.93-1.01x, batch 8
-//       0.99-1.12x, batch 64 0.88-0.97x at 1k and 0.98-1.00x from 4k), 0.99-1.38x SDPA flash; at >= 8k
-//       keys 40-93% of the copy's 3.02 TB/s at batch 1, 84-103% at 8, 100-102% at 64. (A first build
-//       asked the memory clock every call, 0.6 ms each: now once a device.)
-//   Tried after v6 and not kept (the same H100, 2026-11-26): the merge done by the last split CTA of each
-//   (row chunk, kv head, entry) in place of the combine kernel (a count a group, atomicInc back to 0,
-//   __threadfence before it, the partials read back from L2): 0.5-0.7 us slower at every split shape,
-//   alternating in one process (bench/results/decode-h100-2026-11-26-fused-merge-ab.txt): the fence, the
-//   count and the reads sit on the last CTA's path, while the dependent launch already hides under the
-//   split kernel. Three K/V stages a warp at d = 128 (196 KB, still one CTA an SM): slower everywhere,
-//   batch 8 x 64k 849 us against 698, batch 1 x 64k at 8 splits 125 against 107
-//   (decode-h100-2026-11-26-try-three-stages.csv; why is open: no ncu run of it; the carveout left 28 KB
-//   of L1, where the two-stage kernel's 132 KB leaves 96).
-//   2026-11-27, the same kind of H100: v6 timed as a model's layers run it (bench/decode_compare.py's layers
-//   clock: calls over distinct caches back to back in a CUDA graph; do_bench's L2 flush writes 256 MB and
-//   left small calls paying write-backs): batch 1 at 8k keys 18.6 us, 59.7% of the copy rate (cuDNN 19.0),
-//   16k 75.1%, 64k 95.2%; batch 8 and 64 98-104% from 8k; 0.97-1.09x the best SDPA backend. A kernel that
-//   only reads the same 33.6 MB takes 14.0 us (simulator/validation/cold_read.cu): ~3 us a kernel beyond
-//   the bytes at the copy rate. Tried and not kept: the splits merged in a thread block cluster (2..8 split
-//   CTAs a cluster, partials read through distributed shared memory, no combine kernel): correct, sanitizers
-//   clean, x0.99-1.01 (bench/results/decode-h100-2026-11-27-cluster-merge-ab.txt). The split count under
-//   the layers clock at batch 1 (8k-64k keys, 4 to 48 splits; decode-h100-2026-11-27-splits-layers-clock.txt):
-//   the heuristic's 8 is the fastest or ties with 16 everywhere (16k: 29.4 us, 75% of the copy rate; 12
-//   splits 30.8, 20 and more a second wave, 33-37): the 4 us to the pure read's 25.4 us are not the count.
+// decode shapes and the HBM roofline, bench/decode_ab.py for one build against another; q_len 1, 32 heads
+// over 8 kv heads, d = 128, bf16, batch x cache 1..64 x 1k..128k, one process). Full entries, and every
+// try not kept: gpu/HISTORY.md, "decode/decode.cu".
+//   v1  the kernels above; the combine a chain of dependent reads (48 us at 32 splits under ncu). H100.
+//   v2  the combine four splits at a time (17 us): 0.64-1.00x the best SDPA backend (cuDNN). H100.
+//   v3  the combine a thread a column; a block's rows looked up once a key: paged as fast as contiguous.
+//   v4  the combine by (column group, split group) threads, one round trip of loads: batch 1 0.86-0.94x.
+//   v5  the combine a programmatic dependent launch (sm_90); splits from the SM slots: 0.86-1.00x. H100.
+//   v6  the split count by bandwidth (shapes.hpp decode_split_count): 0.88-1.12x; under the layers clock
+//       (H100, 2026-11-27) 0.97-1.09x, at batch 1 x 8k keys 59.7% of the copy rate (a pure read: 79%).
+//       H200, 2026-11-29 (decode-h200-2026-11-29-contiguous.csv): 0.98-0.995x from 8k, batch 64 x 1k 0.86x.
+//   v7  three warps a CTA at d <= 128 (shapes.hpp decode_split_shape): 100 KB, two CTAs an SM, so one's
+//       start and merge run under the other's stream (H200, 2026-11-29, against v6 in one process,
+//       bench/results/decode-ab-h200-2026-11-29*.csv): batch 64 x 1k x1.055-1.074, 2k x1.02-1.03, d = 64
+//       x1.0-1.15; the sweep (decode-h200-2026-11-29-v7-contiguous.csv, -paged256.csv): 0.98-1.02x the
+//       best SDPA backend from 8k keys contiguous, 0.94-1.01x paged; batch 64 x 1k 0.92x (0.91x paged).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -98,16 +65,24 @@ namespace {
 
 using namespace mma;
 
-constexpr int kWarps = 4, kThreads = 32 * kWarps;
-constexpr int kRows = 16;       // packed query rows a CTA
-constexpr int kKeys = 32;       // keys a warp's block
-constexpr int kCtaKeys = kWarps * kKeys;
-// K/V stages a warp: two (a block loads while the last one computes) up to d = 128, one at d = 256 (two
-// would take 256 KB of shared memory). One at d = 128 too (68 KB, three CTAs an SM) was tried: no faster at
-// batch 64 x 1k (108 us either way), slower at batch 1 below 16 splits (H100, 2026-11-26,
-// bench/results/decode-splits-h100-2026-11-26-one-stage.csv against -run2.csv).
+// The split kernel's shape at head dim D: gpu/shapes.hpp's decode_split_shape (`flashlab shapes --algo
+// decode`), which says why. Warps a CTA (a 32-key block each per step) and K/V stages a warp.
+constexpr int kRows = 16;  // packed query rows a CTA
+constexpr int kKeys = 32;  // keys a warp's block
 template <int D>
-constexpr int split_stages() { return D <= 128 ? 2 : 1; }
+constexpr int split_warps() { return decode_split_shape(D).warps; }
+template <int D>
+constexpr int split_stages() { return decode_split_shape(D).stages; }
+template <int D>
+constexpr bool split_shape_agrees() {
+  constexpr TileShape s = decode_split_shape(D);
+  return s.head_dim == D && s.block_m == kRows && s.block_n == kKeys * s.warps && s.threads == 32 * s.warps;
+}
+static_assert(split_shape_agrees<64>() && split_shape_agrees<128>() && split_shape_agrees<256>(),
+              "decode.cu's rows and keys are decode_split_shape's");
+// One K/V stage at d = 128 (68 KB, three CTAs an SM) was tried with four warps: no faster at batch 64 x 1k
+// (108 us either way), slower at batch 1 below 16 splits (H100, 2026-11-26,
+// bench/results/decode-splits-h100-2026-11-26-one-stage.csv against -run2.csv).
 
 // Device-side view of the cache: the row of logical key j of entry b (DecodeProblem::cache_row).
 struct Cache {
@@ -197,7 +172,8 @@ __global__ void append_kernel(const DecodeParams p) {
 
 // ---- split: one CTA per (16 packed rows, split, kv head, batch)
 template <int D, typename T, bool kSoftcap>
-__global__ void __launch_bounds__(kThreads) split_kernel(const DecodeParams p) {
+__global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const DecodeParams p) {
+  constexpr int kWarps = split_warps<D>(), kThreads = 32 * kWarps;
   constexpr int kStages = split_stages<D>();
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (16, D)
@@ -233,7 +209,7 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const DecodeParams p) {
       cp_async_16(sQ + swizzle<D>(r, c), q + (ok ? q_offset(r) + c * 8 : 0), ok);
     }
   }
-  // Warp w's blocks: j_begin + w, + 4, ...; each gathered row by row through the block table. Lane r
+  // Warp w's blocks: j_begin + w, + warps, ...; each gathered row by row through the block table. Lane r
   // looks up key r's row once (one table read, one division), and the copies take it by shuffle (v2 looked
   // it up for every 16-byte chunk: paged caches streamed at 52-70% of a copy's rate).
   auto load_block = [&](int j, int stage) {
@@ -316,7 +292,7 @@ __global__ void __launch_bounds__(kThreads) split_kernel(const DecodeParams p) {
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with its K/V buffers: they hold the merge now
 
-  // Merge the four warps: each writes m (scaled), l and O for its rows; then each thread of the CTA
+  // Merge the warps: each writes m (scaled), l and O for its rows; then each thread of the CTA
   // finishes (row, 8 columns) chunks.
   float* sM = reinterpret_cast<float*>(sKV);   // (warps, 16)
   float* sL = sM + kWarps * kRows;             // (warps, 16)
@@ -461,13 +437,15 @@ int device_sm_major() {
 // warps' K and V stages (the merge reuses them).
 template <int D>
 constexpr size_t split_kv_bytes() {
-  return size_t(kWarps) * split_stages<D>() * 2 * kKeys * D * 2;  // bf16 / fp16
+  return size_t(split_warps<D>()) * split_stages<D>() * 2 * kKeys * D * 2;  // bf16 / fp16
 }
 template <int D, typename T>
 constexpr size_t split_smem() {
   constexpr size_t kv = split_kv_bytes<D>();
-  constexpr size_t merge = size_t(kWarps) * kRows * (2 + D) * sizeof(float);
-  return size_t(kRows) * D * sizeof(T) + (kv > merge ? kv : merge);
+  constexpr size_t merge = size_t(split_warps<D>()) * kRows * (2 + D) * sizeof(float);
+  constexpr size_t bytes = size_t(kRows) * D * sizeof(T) + (kv > merge ? kv : merge);
+  static_assert(bytes == size_t(decode_split_shape(D).smem_bytes), "the kernel's shared memory is its shape's");
+  return bytes;
 }
 template <int D, typename T>
 auto split_kernel_for(bool softcap) {
@@ -483,7 +461,7 @@ int split_ctas_per_sm() {
   return once_a_device(known, [](int) {
     int n = 0;
     FLASHLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, split_kernel_for<D, __nv_bfloat16>(false),
-                                                                kThreads, split_smem<D, __nv_bfloat16>()));
+                                                                32 * split_warps<D>(), split_smem<D, __nv_bfloat16>()));
     return n > 0 ? n : 1;
   });
 }
@@ -504,7 +482,7 @@ void launch_split(const DecodeParams& p, cudaStream_t stream) {
   constexpr size_t smem = split_smem<D, T>();
   auto kernel = split_kernel_for<D, T>(p.softcap > 0.f);
   const int row_chunks = (p.q_len * (p.heads_q / p.heads_kv) + kRows - 1) / kRows;
-  kernel<<<dim3(row_chunks * p.num_splits, p.heads_kv, p.batch), kThreads, smem, stream>>>(p);
+  kernel<<<dim3(row_chunks * p.num_splits, p.heads_kv, p.batch), 32 * split_warps<D>(), smem, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
 }
 
@@ -562,16 +540,18 @@ const char* decode_unsupported(const DecodeParams& p) {
 int decode_num_splits(const DecodeParams& p, int sms, int max_seqlen_k) {
   const int64_t row_chunks = (int64_t(p.q_len) * (p.heads_q / p.heads_kv) + kRows - 1) / kRows;
   const int64_t ctas = int64_t(p.batch) * p.heads_kv * row_chunks;
-  const int64_t blocks = (int64_t(max_seqlen_k) + kCtaKeys - 1) / kCtaKeys;
+  int64_t blocks = 1;  // CTA steps of keys (decode_split_shape's block_n) in the longest entry
   // flash-attn's rule (gpu/shapes.hpp split_kv_heuristic: fill the SMs' slots in whole waves) split where
   // the HBM was already full: batch 8 (64 CTAs) in 2, 4-12% slower than no split at 1k-64k keys, and batch
   // 1 in 14-16 where 8 ran as fast (H100, 2026-11-26, bench/results/decode-splits-h100-2026-11-26*.csv).
   int per_sm = 1;
-  double in_flight = 1.0;  // a CTA's K and V bytes in flight, over d = 128's
+  double in_flight = 1.0;  // a CTA's K and V stages, over the measured CTA's (kDecodeCtaStageBytes)
   auto of_kernel = [&](auto d) {
     constexpr int D = decltype(d)::value;
     per_sm = split_ctas_per_sm<D>();
-    in_flight = double(split_kv_bytes<D>()) / double(split_kv_bytes<128>());
+    in_flight = double(split_kv_bytes<D>()) / kDecodeCtaStageBytes;
+    constexpr int kStep = kKeys * split_warps<D>();
+    blocks = (int64_t(max_seqlen_k) + kStep - 1) / kStep;
   };
   switch (fa2_padded_head_dim(p.head_dim)) {
     case 64: of_kernel(std::integral_constant<int, 64>{}); break;
