@@ -168,6 +168,21 @@ constexpr TileShape decode_split_shape(int head_dim) {
                 "CTAs an SM, streamed 11-15% slower at batch 8 (decode-ab-h200-2026-11-29-d256.csv)";
   return s;
 }
+// The K and V bytes a split CTA of shape `s` holds in its stages (a 32-key block of each, a warp a stage).
+constexpr double decode_stage_bytes(const TileShape& s) { return double(s.warps) * s.stages * 2 * 32 * s.head_dim * 2; }
+// One split CTA's stream: the measured CTA's rate scaled by its K/V stages (Little's law, the same latency).
+constexpr double decode_cta_bytes_per_s(const TileShape& s) {
+  return kDecodeCtaBytesPerS * decode_stage_bytes(s) / kDecodeCtaStageBytes;
+}
+// The decode kernel's split count (gpu/decode/decode.cu decode_num_splits, and the simulator's model of the
+// kernel, `estimate --decode --impl flashlab`): `ctas` the split CTAs without splitting (batch x kv heads x
+// 16-row chunks), `slots` the CTAs the GPU holds at once, the longest entry's keys, the HBM's peak (memory
+// clock x bus width).
+inline int decode_splits_for(const TileShape& s, int64_t ctas, int64_t slots, int64_t max_seqlen_k,
+                             double hbm_peak_bytes_per_s) {
+  const int64_t steps = (max_seqlen_k + s.block_n - 1) / s.block_n;
+  return decode_split_count(ctas, slots, steps, kDecodeHbmAchievable * hbm_peak_bytes_per_s, decode_cta_bytes_per_s(s));
+}
 
 // fa2's forward for a head dim (any; padded here). Timings: gpu/fa2_fwd.cu's version index and
 // gpu/HISTORY.md.

@@ -442,6 +442,7 @@ constexpr size_t split_kv_bytes() {
 template <int D, typename T>
 constexpr size_t split_smem() {
   constexpr size_t kv = split_kv_bytes<D>();
+  static_assert(double(kv) == decode_stage_bytes(decode_split_shape(D)), "the stages are the shape's");
   constexpr size_t merge = size_t(split_warps<D>()) * kRows * (2 + D) * sizeof(float);
   constexpr size_t bytes = size_t(kRows) * D * sizeof(T) + (kv > merge ? kv : merge);
   static_assert(bytes == size_t(decode_split_shape(D).smem_bytes), "the kernel's shared memory is its shape's");
@@ -540,26 +541,18 @@ const char* decode_unsupported(const DecodeParams& p) {
 int decode_num_splits(const DecodeParams& p, int sms, int max_seqlen_k) {
   const int64_t row_chunks = (int64_t(p.q_len) * (p.heads_q / p.heads_kv) + kRows - 1) / kRows;
   const int64_t ctas = int64_t(p.batch) * p.heads_kv * row_chunks;
-  int64_t blocks = 1;  // CTA steps of keys (decode_split_shape's block_n) in the longest entry
   // flash-attn's rule (gpu/shapes.hpp split_kv_heuristic: fill the SMs' slots in whole waves) split where
   // the HBM was already full: batch 8 (64 CTAs) in 2, 4-12% slower than no split at 1k-64k keys, and batch
   // 1 in 14-16 where 8 ran as fast (H100, 2026-11-26, bench/results/decode-splits-h100-2026-11-26*.csv).
+  // This kernel's rule: shapes.hpp decode_splits_for, with the slots this device really holds.
   int per_sm = 1;
-  double in_flight = 1.0;  // a CTA's K and V stages, over the measured CTA's (kDecodeCtaStageBytes)
-  auto of_kernel = [&](auto d) {
-    constexpr int D = decltype(d)::value;
-    per_sm = split_ctas_per_sm<D>();
-    in_flight = double(split_kv_bytes<D>()) / kDecodeCtaStageBytes;
-    constexpr int kStep = kKeys * split_warps<D>();
-    blocks = (int64_t(max_seqlen_k) + kStep - 1) / kStep;
-  };
   switch (fa2_padded_head_dim(p.head_dim)) {
-    case 64: of_kernel(std::integral_constant<int, 64>{}); break;
-    case 128: of_kernel(std::integral_constant<int, 128>{}); break;
-    case 256: of_kernel(std::integral_constant<int, 256>{}); break;
+    case 64: per_sm = split_ctas_per_sm<64>(); break;
+    case 128: per_sm = split_ctas_per_sm<128>(); break;
+    case 256: per_sm = split_ctas_per_sm<256>(); break;
   }
-  return decode_split_count(ctas, int64_t(sms) * per_sm, blocks, kDecodeHbmAchievable * hbm_peak_bytes_per_s(),
-                            kDecodeCtaBytesPerS * in_flight);
+  return decode_splits_for(decode_split_shape(p.head_dim), ctas, int64_t(sms) * per_sm, max_seqlen_k,
+                           hbm_peak_bytes_per_s());
 }
 
 void decode_forward(const DecodeParams& p, cudaStream_t stream) {
