@@ -34,6 +34,10 @@ struct GpuSpec {
   // Optional: the same adds not waited for, every CTA on tiles of its own (l2_reduce.cu's "tile distinct").
   double l2_reduce_stream_bytes_per_s = 0;
   double barrier_round_trip_s = 0;                        // optional: one shared-memory exchange between warps
+  // Optional: what a kernel that only reads takes beyond its bytes at hbm_effective() (cold_read.cu: its
+  // launch's ramp, the first loads' round trips before the stream is full, the last CTAs' drain); 0 when
+  // unmeasured.
+  double hbm_stream_start_s = 0;
   // Optional: the rate one SM reads at while the other SMs do not compete (sm_read.cu); 0 when unmeasured.
   double sm_l2_read_bytes_per_s = 0, sm_dram_read_bytes_per_s = 0;
   // Optional: fp32 pairs converted to e4m3 a second, all SMs (cvt_e4m3.cu); 0: the conversion is not charged.
