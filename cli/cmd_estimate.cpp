@@ -103,7 +103,8 @@ void add_estimate(CLI::App& app) {
   cmd->add_option("--set", opts->overrides, "override a preset field: field=value (e.g. l2_bytes=4e7)");
   cmd->add_option("--algo", opts->algo, "standard | math | fa1 | fa2 | fa3 | all (all: standard, fa1, fa2 and, where the GPU has wgmma, fa3)")->capture_default_str();
   cmd->add_option("--impl", opts->impl, "whose kernel: upstream (flash-attn 2/3, SDPA flash) | flashlab (fa2: gpu/fa2_fwd.cu; fa3: "
-                                        "gpu/fa3/, forward and backward) | cudnn (fa3: cuDNN's Hopper kernel)")
+                                        "gpu/fa3/, forward and backward; --decode: gpu/decode/) | cudnn (fa3: cuDNN's "
+                                        "Hopper kernel)")
       ->capture_default_str();
   cmd->add_option("--l2-replacement", opts->l2_replacement,
                   "how the simulated L2 evicts: random (the model's, from the H100's measured behaviour) | lru")
@@ -135,7 +136,8 @@ void add_estimate(CLI::App& app) {
     const sim::GpuSpec gpu = opts->gpu_file.empty() ? sim::load_gpu(opts->gpu, false, opts->overrides)
                                                     : sim::load_gpu(opts->gpu_file, true, opts->overrides);
     if (opts->decode.decode) {  // one decode step (simulator/decode.hpp); the attention flags below do not apply
-      const sim::DecodeEstimate e = sim::estimate_decode(opts->decode.problem(opts->flags, true), gpu);
+      const sim::DecodeEstimate e =
+          sim::estimate_decode(opts->decode.problem(opts->flags, true), gpu, sim::parse_impl(opts->impl));
       std::cout << (opts->format == "json" ? sim::to_json(e) : opts->format == "csv" ? sim::to_csv(e) : sim::to_table(e));
       return;
     }

@@ -13,12 +13,17 @@
 //            block_bytes / dram_latency_s, and at most its share of hbm_bandwidth x hbm_achievable_fraction;
 //   combine  reads every split's fp32 partial O and LSE, writes O and LSE: bytes / achievable bandwidth;
 //   launch   kernel_launch_s per kernel (one without splits, two with).
+// With Impl::flashlab, flashlab's own kernel (gpu/decode/decode.cu; `--impl flashlab`): its tiles and split
+// rule from gpu/shapes.hpp (decode_split_shape, decode_splits_for), its slots from its shared memory, each
+// CTA's stream at the kernel's measured rate in a fluid replay over the HBM, the preset's
+// hbm_stream_start_s once a call, the combine after a round trip, calls back to back (simulator/README.md).
 #pragma once
 #include <string>
 #include <vector>
 
 #include "flashlab/decode_problem.hpp"
 #include "gpu_spec.hpp"
+#include "kernels.hpp"
 #include "shapes.hpp"
 
 namespace flashlab::sim {
@@ -29,6 +34,7 @@ using gpu::split_kv_heuristic;
 
 struct DecodeEstimate {
   std::string gpu, problem;
+  std::string impl;                // upstream (flash-attn 2's kernel) | flashlab (gpu/decode/)
   int64_t num_splits = 1, heuristic_splits = 1;
   bool splits_from_heuristic = false;
   int64_t block_m = 0, block_n = 0, ctas = 0, slots = 0;
@@ -39,14 +45,16 @@ struct DecodeEstimate {
   double combine_read_bytes = 0;   // Oaccum and LSEaccum loads
   double out_write_bytes = 0;      // O and LSE
   double t_split_s = 0, t_combine_s = 0, t_launch_s = 0, time_s = 0;
-  double cta_bytes_per_s = 0;      // the latency bound of one CTA's stream (0: no dram_latency_s in the preset)
-  std::string bound;               // hbm | latency (too few CTAs in flight)
+  double cta_bytes_per_s = 0;      // one CTA's stream: upstream its latency bound (0: no dram_latency_s in the
+                                   // preset), flashlab the kernel's measured rate (gpu/shapes.hpp)
+  std::string bound;               // hbm | latency (too few CTAs in flight) | launch (flashlab: the launch interval)
   double time_no_split_s = 0, speedup_vs_no_split = 0;
   double cache_bandwidth = 0;      // cache_bytes / time_s
 };
 
-// num_splits <= 0 in `d`: the heuristic chooses.
-DecodeEstimate estimate_decode(DecodeProblem d, const GpuSpec& gpu);
+// num_splits <= 0 in `d`: the kernel's rule chooses (upstream: flash-attn's heuristic; flashlab: its own).
+// Impl::cudnn is refused (not modelled).
+DecodeEstimate estimate_decode(DecodeProblem d, const GpuSpec& gpu, Impl impl = Impl::upstream);
 
 std::string to_table(const DecodeEstimate& e);
 std::string to_json(const DecodeEstimate& e);

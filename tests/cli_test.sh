@@ -181,6 +181,11 @@ ok "trace --decode shows the combine" '"event":"combine"' -- trace --decode --ca
 ok "estimate --decode: flash-attn's heuristic splits a batch-1 64k cache" "speedup of split-KV [2-9]\.[0-9]+x" -- \
   estimate --decode --batch 1 --heads 32 --kv-heads 8 --hdim 128 --cache-len 65536
 ok "estimate --decode as JSON" '"heuristic_splits": 29' -- estimate --decode --batch 1 --heads 32 --kv-heads 8 --hdim 128 --cache-len 65536 --format json
+ok "estimate --decode --impl flashlab: the kernel's own rule, 15 splits on an H200" \
+  "splits +15 \(flashlab's rule, gpu/shapes.hpp decode_splits_for" -- \
+  estimate --decode --impl flashlab --gpu h200 --batch 1 --heads 32 --kv-heads 8 --hdim 128 --cache-len 8192
+refused "estimate --decode: cuDNN's decode kernel is not modelled" "not modelled" -- \
+  estimate --decode --impl cudnn --batch 1 --heads 32 --kv-heads 8 --hdim 128 --cache-len 8192
 refused "estimate --decode: a bad cache" "block table is too short" -- estimate --decode --page-size 256 --cache-seqlens 900 --max-pages 2
 ok "step --decode walks the splits, the pages and the combine" "combine of Q block 0" -- \
   step --decode --cache-seqlens 40,7 --page-size 8 --num-splits 2 --hdim 8 --q-len 2 --causal --non-interactive 9

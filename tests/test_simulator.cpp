@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "check.hpp"
+#include "csv_rows.hpp"
 #include "executor.hpp"
 #include "flashlab/error.hpp"
 #include "gpu_spec.hpp"
@@ -116,30 +117,8 @@ TEST_CASE("FlashAttention paper, Table 18: forward time over N grows like N^2, s
 }
 
 namespace {
-struct Row {
-  std::map<std::string, std::string> f;
-  double num(const std::string& k) const { return std::stod(f.at(k)); }
-};
-std::vector<Row> read_csv(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::vector<std::string> header;
-  std::vector<Row> rows;
-  while (std::getline(in, line)) {
-    std::vector<std::string> cells;
-    std::stringstream ss(line);
-    std::string cell;
-    while (std::getline(ss, cell, ',')) cells.push_back(cell);
-    if (header.empty()) {
-      header = cells;
-      continue;
-    }
-    Row r;
-    for (size_t i = 0; i < header.size() && i < cells.size(); ++i) r.f[header[i]] = cells[i];
-    rows.push_back(r);
-  }
-  return rows;
-}
+using Row = testing::CsvRow;
+using testing::read_csv;
 
 // The problem one measured row describes (the anchors' sweep: bf16, equal lengths, MHA).
 Problem measured_problem(const Row& r) {
