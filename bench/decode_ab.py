@@ -20,14 +20,13 @@ import statistics
 import sys
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import sdpa_kernel
 
 import flashlab
 from flashlab import _abi
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decode_compare import BACKENDS, copy_rate, layers_s, write_csv  # noqa: E402
+from decode_compare import copy_rate, layers_s, write_csv  # noqa: E402
+from decode_splits import best_sdpa_s  # noqa: E402
 
 
 def caches_for(batch, cache_len, paged, copies, d):
@@ -53,22 +52,6 @@ def caches_for(batch, cache_len, paged, copies, d):
 def ours(c, lens):
     kw = {"block_table": c[3]} if c[3] is not None else {}
     return lambda: flashlab.flash_attn_with_kvcache(c[0], c[1], c[2], cache_seqlens=lens, **kw)
-
-
-def best_sdpa(caches):
-    best = None
-    for backend in BACKENDS.values():
-        def call(c, backend=backend):
-            with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(c[0].transpose(1, 2), c[4].transpose(1, 2),
-                                                      c[5].transpose(1, 2), enable_gqa=True)
-        try:
-            call(caches[0])
-            t = layers_s([lambda c=c: call(c) for c in caches])[0]
-        except RuntimeError:
-            continue
-        best = t if best is None else min(best, t)
-    return best
 
 
 def main():
@@ -116,7 +99,8 @@ def main():
             torch.manual_seed(0)
             caches = caches_for(batch, cache_len, paged, copies, d)
             lens = torch.full((batch,), cache_len, dtype=torch.int32, device="cuda")
-            sdpa = best_sdpa(caches)
+            sdpa = best_sdpa_s(lambda fns: layers_s(fns)[0],
+                               [(c[0].transpose(1, 2), c[4].transpose(1, 2), c[5].transpose(1, 2)) for c in caches])
             times = [[] for _ in libs]
             outs, splits = [], []
             for i, lib in enumerate(libs):

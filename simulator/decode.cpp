@@ -104,6 +104,23 @@ Timing time_of(const SplitCounts& c, int64_t splits, int64_t slots, int64_t bloc
   return t;
 }
 
+// The estimate's counts and times, from the schedule's counts and the kernel's timing.
+void fill(DecodeEstimate& e, const SplitCounts& c, const Timing& t) {
+  e.ctas = static_cast<int64_t>(c.cta_bytes.size());
+  e.cache_bytes = c.cache;
+  e.q_bytes = c.q;
+  e.append_bytes = c.append;
+  e.partial_write_bytes = c.partial;
+  e.combine_read_bytes = c.combine_read;
+  e.out_write_bytes = c.out;
+  e.t_split_s = t.split;
+  e.t_combine_s = t.combine;
+  e.t_launch_s = t.launch;
+  e.time_s = t.total;
+  e.cta_bytes_per_s = t.cta_rate;
+  e.cache_bandwidth = c.cache / t.total;
+}
+
 // ---- flashlab's decode kernel (gpu/decode/decode.cu), `--impl flashlab`.
 
 // The kernel's view: every kv head's query rows (q_len x its group's query heads) packed into 16-row chunks,
@@ -204,20 +221,8 @@ DecodeEstimate estimate_flashlab(DecodeProblem d, const GpuSpec& g) {
   };
   SplitCounts c;
   const Timing t = time_for(d.num_splits, &c);
-  e.ctas = static_cast<int64_t>(c.cta_bytes.size());
-  e.cache_bytes = c.cache;
-  e.q_bytes = c.q;
-  e.append_bytes = c.append;
-  e.partial_write_bytes = c.partial;
-  e.combine_read_bytes = c.combine_read;
-  e.out_write_bytes = c.out;
-  e.t_split_s = t.split;
-  e.t_combine_s = t.combine;
-  e.t_launch_s = t.launch;
-  e.time_s = t.total;
-  e.cta_bytes_per_s = t.cta_rate;
+  fill(e, c, t);
   e.bound = t.total <= t.launch ? "launch" : t.latency_bound ? "latency" : "hbm";
-  e.cache_bandwidth = c.cache / t.total;
   const Timing one = time_for(1, nullptr);
   e.time_no_split_s = one.total;
   e.speedup_vs_no_split = one.total / t.total;
@@ -247,21 +252,9 @@ DecodeEstimate estimate_upstream(DecodeProblem d, const GpuSpec& g) {
 
   const tiled::Tiling tiling{kBlockM, Bn};
   const SplitCounts c = count(v, d.num_splits, tiling);
-  e.ctas = static_cast<int64_t>(c.cta_bytes.size());
-  e.cache_bytes = c.cache;
-  e.q_bytes = c.q;
-  e.append_bytes = c.append;
-  e.partial_write_bytes = c.partial;
-  e.combine_read_bytes = c.combine_read;
-  e.out_write_bytes = c.out;
   const Timing t = time_of(c, d.num_splits, slots, block_bytes, g);
-  e.t_split_s = t.split;
-  e.t_combine_s = t.combine;
-  e.t_launch_s = t.launch;
-  e.time_s = t.total;
-  e.cta_bytes_per_s = t.cta_rate;
+  fill(e, c, t);
   e.bound = t.latency_bound ? "latency" : "hbm";
-  e.cache_bandwidth = c.cache / t.total;
   const Timing one = time_of(count(v, 1, tiling), 1, slots, block_bytes, g);
   e.time_no_split_s = one.total;
   e.speedup_vs_no_split = one.total / t.total;
