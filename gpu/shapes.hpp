@@ -174,6 +174,14 @@ constexpr double decode_stage_bytes(const TileShape& s) { return double(s.warps)
 constexpr double decode_cta_bytes_per_s(const TileShape& s) {
   return kDecodeCtaBytesPerS * decode_stage_bytes(s) / kDecodeCtaStageBytes;
 }
+// The time a warp computes one 32-key block (S = Q K^T, the online softmax, O += P V, and issuing the next
+// block's copies) at the shape's head dim. The measured CTA's warps were compute-bound: its 51 GB/s is four
+// warps' 16 KiB blocks every 1.29 us, where a stream's loads take 1.0 us with the HBM far from full
+// (simulator/validation/loaded_latency.cu on an H200, 8-32 CTAs of 64 KiB in flight, 2026-11-29), so one
+// block's compute is that period. Other head dims scale it by d (their MMAs and copies do; not measured).
+constexpr double decode_block_compute_s(const TileShape& s) {
+  return kDecodeCtaStageBytes / 2 / kDecodeCtaBytesPerS * s.head_dim / 128;
+}
 // The decode kernel's split count (gpu/decode/decode.cu decode_num_splits, and the simulator's model of the
 // kernel, `estimate --decode --impl flashlab`): `ctas` the split CTAs without splitting (batch x kv heads x
 // 16-row chunks), `slots` the CTAs the GPU holds at once, the longest entry's keys, the HBM's peak (memory

@@ -136,29 +136,37 @@ KernelView packed_rows(const DecodeProblem& d) {
 
 // The split kernel's CTAs replayed on the SM slots in launch order. A CTA streams its K and V at
 // `cta_rate` (its warps' stages in flight) or at its share of the HBM among the CTAs streaming then,
-// whichever is lower (a fluid replay: the shares change as CTAs start and finish). A CTA that takes a slot
-// another has freed first waits `start_s` (its Q and first blocks' round trip) streaming nothing; the first
-// wave's start is the kernel's stream start, charged outside. Returns the time the last CTA finishes.
-double fluid_replay(const std::vector<double>& cta_bytes, int64_t slots, double cta_rate, double hbm, double start_s) {
-  struct Cta { double ready, left; };
+// whichever is lower (a fluid replay: the shares change as CTAs start and finish); once its bytes are in,
+// it holds its slot `tail_s` longer, streaming nothing (its warps compute their last blocks). A CTA that
+// takes a slot another has freed first waits `start_s` (its Q and first blocks' round trip) streaming
+// nothing; the first wave's start is the kernel's stream start, charged outside. Returns the time the
+// last CTA finishes.
+double fluid_replay(const std::vector<double>& cta_bytes, int64_t slots, double cta_rate, double hbm, double start_s,
+                    double tail_s) {
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  struct Cta { double ready, left, done = kNever; };  // done: when its tail ends (kNever while it streams)
   std::vector<Cta> active;
   size_t next = 0;
   for (; next < cta_bytes.size() && int64_t(next) < slots; ++next) active.push_back({0.0, cta_bytes[next]});
+  auto streams = [](const Cta& c, double t) { return c.ready <= t && c.done == kNever; };
   double t = 0;
   while (!active.empty()) {
     int64_t streaming = 0;
-    for (const Cta& c : active) streaming += c.ready <= t;
+    for (const Cta& c : active) streaming += streams(c, t);
     const double rate = streaming > 0 ? std::min(cta_rate, hbm / double(streaming)) : 0.0;
-    double step = std::numeric_limits<double>::infinity();  // to the next start or finish
-    for (const Cta& c : active) step = std::min(step, c.ready > t ? c.ready - t : c.left / rate);
+    double step = kNever;  // to the next start, end of a stream, or end of a tail
+    for (const Cta& c : active)
+      step = std::min(step, c.done != kNever ? c.done - t : c.ready > t ? c.ready - t : c.left / rate);
     for (Cta& c : active)
-      if (c.ready <= t) c.left -= rate * step;
+      if (streams(c, t)) c.left -= rate * step;
     t += step;
     for (size_t i = 0; i < active.size();) {
-      if (active[i].ready <= t && active[i].left <= 1e-6 * cta_rate * step + 1e-9) {  // finished: the slot frees
-        if (next < cta_bytes.size()) active[i] = {t + start_s, cta_bytes[next++]};
+      Cta& c = active[i];
+      if (streams(c, t) && c.left <= 1e-6 * cta_rate * step + 1e-9) c.done = t + tail_s;  // its bytes are in
+      if (c.done <= t) {  // its tail is over: the slot frees
+        if (next < cta_bytes.size()) c = {t + start_s, cta_bytes[next++]};
         else {
-          active[i] = active.back();
+          c = active.back();
           active.pop_back();
           continue;
         }
@@ -203,9 +211,10 @@ DecodeEstimate estimate_flashlab(DecodeProblem d, const GpuSpec& g) {
     const SplitCounts c = count(v, splits, tiling);
     Timing t;
     t.cta_rate = cta_rate;
-    const double streamed = fluid_replay(c.cta_bytes, slots, cta_rate, hbm, g.dram_latency_s);
+    const double streamed =
+        fluid_replay(c.cta_bytes, slots, cta_rate, hbm, g.dram_latency_s, gpu::decode_block_compute_s(shape));
     const double bytes = c.cache + c.q + c.append + c.partial + (splits > 1 ? 0 : c.out);
-    t.latency_bound = streamed > 1.02 * bytes / hbm;  // the CTAs' streams, not the HBM, set the pace
+    t.latency_bound = streamed > 1.02 * bytes / hbm;  // the CTAs' streams and tails, not the HBM, set the pace
     t.split = g.hbm_stream_start_s + std::max(streamed, bytes / hbm);
     // The combine's reads wait for the split kernel's last partials (a round trip), then stream.
     t.combine = splits > 1 ? g.dram_latency_s + (c.combine_read + c.out) / hbm : 0.0;

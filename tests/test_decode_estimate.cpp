@@ -113,7 +113,7 @@ TEST_CASE("decode estimate --impl flashlab: the kernel's own tiles, slots and sp
 // the split and combine kernels, and the time a call on the layers clock (calls back to back in a CUDA
 // graph). Every row predicted with the splits the kernel ran; no row informed the model (its one kernel
 // rate, gpu/shapes.hpp kDecodeCtaBytesPerS, was measured on an H100 on v6). simulator/README.md lists them
-// and what the model leaves out: below 256 MB of cache it is short by 19-40% (the bounds here were read off
+// and what the model leaves out: below 256 MB of cache it is short by 17-23% (the bounds here were read off
 // the rows: they guard what holds today, they were not a target).
 TEST_CASE("decode estimate --impl flashlab against every measured row: bytes within 1%, time within 10% from 256 MB") {
   const auto rows = testing::read_csv(std::string(FLASHLAB_SOURCE_DIR) +
@@ -139,7 +139,7 @@ TEST_CASE("decode estimate --impl flashlab against every measured row: bytes wit
                        << " us against " << r.num("layers_s") * 1e6 << " (" << time_err * 100 << "%, " << e.bound
                        << ")");
     bytes_ok += std::abs(bytes_err) <= 0.01;
-    under += time_err <= 0.02;  // what the model leaves out are costs: it does not invent time
+    under += time_err <= 0.03;  // what the model leaves out are costs: it does not invent time
     if (e.cache_bytes >= 256e6) {
       ++large;
       time_ok += std::abs(time_err) <= 0.10;
