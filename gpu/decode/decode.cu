@@ -42,7 +42,7 @@
 //       start and merge run under the other's stream (H200, 2026-11-29, against v6 in one process,
 //       bench/results/decode-ab-h200-2026-11-29*.csv): batch 64 x 1k x1.055-1.074, 2k x1.02-1.03, d = 64
 //       x1.0-1.15; the sweep (decode-h200-2026-11-29-v7-contiguous.csv, -paged256.csv): 0.98-1.02x the
-//       best SDPA backend from 8k keys contiguous, 0.94-1.01x paged; batch 64 x 1k 0.92x (0.91x paged).
+//       best SDPA backend from 8k keys contiguous, 0.94-1.02x paged; batch 64 x 1k 0.92x (0.91x paged).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
