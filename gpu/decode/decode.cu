@@ -433,6 +433,16 @@ int device_sm_major() {
   });
 }
 
+// The shared memory a block may opt in to on the current device (sm_90: 227 KiB; sm_89: 99 KiB).
+int device_smem_per_block() {
+  static std::atomic<int> known[64] = {};
+  return once_a_device(known, [](int dev) {
+    int bytes = 0;
+    FLASHLAB_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return bytes;
+  });
+}
+
 // The split kernel for (D, T, softcap) with its shared memory allowed, and how much it takes: Q, and the
 // warps' K and V stages (the merge reuses them).
 template <int D>
@@ -535,6 +545,9 @@ const char* decode_unsupported(const DecodeParams& p) {
   if (p.num_splits < 1 || p.num_splits > kMaxSplits) return "num_splits must be 1 .. 128";
   if (p.rotary && (p.rotary_dim <= 0 || p.rotary_dim % 2 != 0 || p.rotary_dim > p.head_dim || !p.cos || !p.sin))
     return "rotary needs cos, sin and an even rotary_dim <= head_dim";
+  if (decode_split_shape(p.head_dim).smem_bytes > device_smem_per_block())
+    return "head_dim on this GPU: the split kernel's shared memory (gpu/shapes.hpp decode_split_shape: 100 KiB a "
+           "block at head dims 72-128, 136 KiB at 136-256) is more than the GPU allows a block";
   return "";
 }
 
