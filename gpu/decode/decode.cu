@@ -424,22 +424,15 @@ V once_a_device(std::atomic<V> (&known)[64], Ask ask) {
   return known[dev];
 }
 
-int device_sm_major() {
+// A device attribute of the current device, asked once a device (the compute capability, the shared memory
+// a block may opt in to: sm_90 227 KiB, sm_89 99 KiB; the memory clock and bus width).
+template <cudaDeviceAttr kAttribute>
+int device_attribute() {
   static std::atomic<int> known[64] = {};
   return once_a_device(known, [](int dev) {
-    int major = 0;
-    FLASHLAB_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    return major;
-  });
-}
-
-// The shared memory a block may opt in to on the current device (sm_90: 227 KiB; sm_89: 99 KiB).
-int device_smem_per_block() {
-  static std::atomic<int> known[64] = {};
-  return once_a_device(known, [](int dev) {
-    int bytes = 0;
-    FLASHLAB_CUDA(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return bytes;
+    int value = 0;
+    FLASHLAB_CUDA(cudaDeviceGetAttribute(&value, kAttribute, dev));
+    return value;
   });
 }
 
@@ -479,13 +472,8 @@ int split_ctas_per_sm() {
 
 // The current device's HBM peak: memory clock x bus width, double data rate.
 double hbm_peak_bytes_per_s() {
-  static std::atomic<double> known[64] = {};
-  return once_a_device(known, [](int dev) {
-    int clock_khz = 0, bus_bits = 0;
-    FLASHLAB_CUDA(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, dev));
-    FLASHLAB_CUDA(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev));
-    return 2.0 * clock_khz * 1e3 * bus_bits / 8;
-  });
+  const double clock_khz = device_attribute<cudaDevAttrMemoryClockRate>();
+  return 2.0 * clock_khz * 1e3 * device_attribute<cudaDevAttrGlobalMemoryBusWidth>() / 8;
 }
 
 template <int D, typename T>
@@ -520,7 +508,7 @@ void run(const DecodeParams& p, cudaStream_t stream) {
     cudaLaunchAttribute pdl[1] = {};
     pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     pdl[0].val.programmaticStreamSerializationAllowed = 1;
-    if (device_sm_major() >= 9) {
+    if (device_attribute<cudaDevAttrComputeCapabilityMajor>() >= 9) {
       config.attrs = pdl;
       config.numAttrs = 1;
     }
@@ -545,7 +533,8 @@ const char* decode_unsupported(const DecodeParams& p) {
   if (p.num_splits < 1 || p.num_splits > kMaxSplits) return "num_splits must be 1 .. 128";
   if (p.rotary && (p.rotary_dim <= 0 || p.rotary_dim % 2 != 0 || p.rotary_dim > p.head_dim || !p.cos || !p.sin))
     return "rotary needs cos, sin and an even rotary_dim <= head_dim";
-  if (decode_split_shape(p.head_dim).smem_bytes > device_smem_per_block())
+  const int smem_per_block = device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
+  if (decode_split_shape(p.head_dim).smem_bytes > smem_per_block)
     return "head_dim on this GPU: the split kernel's shared memory (gpu/shapes.hpp decode_split_shape: 100 KiB a "
            "block at head dims 72-128, 136 KiB at 136-256) is more than the GPU allows a block";
   return "";

@@ -58,6 +58,8 @@ def run_configs(layers_out=None):
             del caches
             torch.cuda.empty_cache()
         print(line, flush=True)
+    if layers_out:
+        out.close()
     return 0
 
 
