@@ -3,8 +3,8 @@ process, at each num_splits of a list and at the heuristic's own pick, beside th
 
     FLASHLAB_LIBRARY=build/capi/libflashlab.so PYTHONPATH=python python3 bench/decode_splits.py out.csv
 
-Shapes as bench/decode_compare.py (q_len 1, 32 heads over 8 kv heads, head_dim 128, bf16, a full
-contiguous cache). Times: with --clock do_bench (the default), triton.testing.do_bench medians (warm-up 25,
+Shapes as bench/decode_compare.py (q_len 1, 32 heads over 8 kv heads, head_dim 128 or --hdim, bf16, a
+full contiguous cache). Times: with --clock do_bench (the default), triton.testing.do_bench medians (warm-up 25,
 100 repetitions; its L2 flush writes 256 MB before each call, which small caches pay for); with --clock
 layers, decode_compare.py's layers clock (calls over distinct caches, at least four L2s of them, back to back
 in a CUDA graph: what a decode step pays a layer). A row per (batch, cache_len, num_splits); `heuristic`
@@ -47,7 +47,11 @@ def main():
     ap.add_argument("--shapes", default="1x1024,1x8192,1x65536,8x1024,8x8192", help="batch x cache_len, ...")
     ap.add_argument("--splits", default="1,2,4,8,12,16,24,32,48,64,96,128")
     ap.add_argument("--clock", choices=("do_bench", "layers"), default="do_bench")
+    ap.add_argument("--hdim", type=int, default=128, help="head dim (a multiple of 8 up to 256)")
     args = ap.parse_args()
+    if args.hdim < 8 or args.hdim > 256 or args.hdim % 8:
+        ap.error("--hdim is a multiple of 8 up to 256")
+    d = args.hdim
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     if args.clock == "layers":
         def clock(fns):
@@ -60,12 +64,12 @@ def main():
     for shape in args.shapes.split(","):
         batch, cache_len = map(int, shape.split("x"))
         torch.manual_seed(0)
-        cache_bytes = 2 * batch * cache_len * 8 * 128 * 2
+        cache_bytes = 2 * batch * cache_len * 8 * d * 2
         copies = 1 if args.clock == "do_bench" else max(1, -(-4 * l2 // cache_bytes))
         caches = []
         for _ in range(copies):
-            q = torch.randn(batch, 1, 32, 128, device="cuda", dtype=torch.bfloat16)
-            kc = torch.randn(batch, cache_len, 8, 128, device="cuda", dtype=torch.bfloat16)
+            q = torch.randn(batch, 1, 32, d, device="cuda", dtype=torch.bfloat16)
+            kc = torch.randn(batch, cache_len, 8, d, device="cuda", dtype=torch.bfloat16)
             caches.append((q, kc, torch.randn_like(kc)))
         lens = torch.full((batch,), cache_len, dtype=torch.int32, device="cuda")
         sdpa = best_sdpa_s(clock, [tuple(x.transpose(1, 2) for x in c) for c in caches])
@@ -75,12 +79,12 @@ def main():
         for splits in counts:
             t = clock([lambda c=c: flashlab.flash_attn_with_kvcache(*c, cache_seqlens=lens, num_splits=splits)
                        for c in caches])
-            row = {"device": dev, "date": datetime.date.today().isoformat(), "clock": args.clock, "copies": copies,
+            row = {"device": dev, "date": datetime.date.today().isoformat(), "clock": args.clock, "copies": copies, "hdim": d,
                    "batch": batch, "cache_len": cache_len,
                    "num_splits": splits, "heuristic": int(splits == picked), "flashlab_s": t,
                    "best_sdpa_s": sdpa, "best_sdpa_over_flashlab": sdpa / t if sdpa else ""}
             rows.append(row)
-            print(f"batch {batch:3d} cache {cache_len:6d} splits {splits:3d}{' *' if splits == picked else '  '}: "
+            print(f"d{d} batch {batch:3d} cache {cache_len:6d} splits {splits:3d}{' *' if splits == picked else '  '}: "
                   f"{t * 1e6:8.1f} us, best SDPA {sdpa * 1e6:8.1f} us ({sdpa / t:.2f}x)", flush=True)
         del caches
         torch.cuda.empty_cache()

@@ -66,13 +66,14 @@ __device__ __forceinline__ void cp_async_wait() {  // at most N groups still in 
 // range is one compare of the pass index against a per-thread limit: three instructions a copy (a
 // 64-bit add and the compare) instead of a division and a 64-bit multiply (v4) or the selects that
 // swapped a zero-filled copy's address for a safe one (v5). A zero-filled copy reads no global memory
-// (its source size is 0), so its address may lie past the tensor.
+// (its source size is 0), so its address may lie past the tensor. `thread`: this thread's index among
+// the kThreads (a lane, where one warp copies a tile alone).
 template <int D, int kThreads, int kRows, typename T>
 __device__ __forceinline__ void load_tile(T* tile, const T* src, int64_t row_stride, int row0, int valid_rows,
-                                          int cols) {
+                                          int cols, int thread = threadIdx.x) {
   constexpr int kChunks = D / 8, kRowsPerPass = kThreads / kChunks;
   static_assert(kThreads % kChunks == 0 && kRows % kRowsPerPass == 0, "tile rows split evenly over the threads");
-  const int c = threadIdx.x % kChunks, r0 = threadIdx.x / kChunks;
+  const int c = thread % kChunks, r0 = thread / kChunks;
   // Pass i copies row row0 + r0 + i kRowsPerPass, in range iff i kRowsPerPass < limit.
   const int limit = c * 8 < cols ? valid_rows - row0 - r0 : 0;
   const T* from = src + int64_t(row0 + r0) * row_stride + c * 8;
@@ -276,6 +277,21 @@ __device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c0)[4], c
   a[1] = pack2<T>(c0[2], c0[3]);
   a[2] = pack2<T>(c1[0], c1[1]);
   a[3] = pack2<T>(c1[2], c1[3]);
+}
+
+// The B fragment (16 deep x 8) of the transpose of a 16 x 8 C tile, packed to 16 bits: C's rows become B's
+// depth. Each 8 x 8 half of the tile (rows g, and g + 8) is transposed across the warp by movmatrix (sm_75+),
+// so a lane holding C's (row g, columns 2t, 2t + 1) ends up holding B's (depth 2t, 2t + 1; column g). The
+// decode kernel's P^T, computed as S^T = K Q^T (keys as M), feeds O^T += V^T P^T this way.
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+template <typename T>
+__device__ __forceinline__ void c_to_b_trans(uint32_t& b0, uint32_t& b1, const float (&c)[4]) {
+  b0 = movmatrix_trans(pack2<T>(c[0], c[1]));
+  b1 = movmatrix_trans(pack2<T>(c[2], c[3]));
 }
 
 // 2^x on the MUFU unit, flushing denormals (exp2f without --use_fast_math adds range fix-ups).

@@ -108,7 +108,7 @@ inline int64_t split_kv_heuristic(int64_t ctas_without_split, int64_t slots, int
 }
 
 // The split count that keeps the HBM streaming, and no more. A split kernel CTA streams the cache at
-// `cta_bytes_per_s` (its warps' blocks in flight over the memory's latency), so the HBM's achievable rate
+// `cta_bytes_per_s` (its warps' blocks in flight over the memory's latency with the HBM full), so the HBM's achievable rate
 // takes ceil(hbm_bytes_per_s / cta_bytes_per_s) CTAs: splits multiply the grid's `ctas` until it has them,
 // within one wave (`slots`, the CTAs the GPU holds at once), one CTA step of keys a split (`blocks`: the
 // keys over decode_split_shape's block_n) and 128 splits. A split past that adds partials to write and merge for no bandwidth.
@@ -123,20 +123,24 @@ inline int decode_split_count(int64_t ctas, int64_t slots, int64_t blocks, doubl
   if (s > 128) s = 128;
   return s < 1 ? 1 : int(s);
 }
-// One split CTA's stream at d = 128 (4 warps, two 16 KB blocks of K and V each in flight), measured: an
-// H100, 2026-11-26, batch 1 x 64k keys at 1, 2 and 4 splits (8, 16, 32 CTAs, the HBM far from full)
-// moved 54, 51 and 51 GB/s a CTA (bench/results/decode-splits-h100-2026-11-26-run2.csv). Other head dims
-// scale it by their bytes in flight (Little's law, the same latency; not measured).
-constexpr double kDecodeCtaBytesPerS = 51e9;
-// The K/V stages that measured CTA (v6's, four warps) streamed through: 4 x 2 x (K, V) x 32 keys x 128 x 2 bytes.
-constexpr double kDecodeCtaStageBytes = 4.0 * 2 * 2 * 32 * 128 * 2;
+// A split CTA's stream (gpu/decode/decode.cu v8, d = 128: three warps, each with one 32-key block of K and
+// V, 16 KiB, in flight while it computes the one before), measured on an H200, 2026-11-29, batch 1 x 64k keys
+// at a forced split count (bench/results/decode-splits-h200-2026-11-29-v8*.csv, the layers clock):
+//  - the HBM nearly idle (1, 2, 4 splits: 8, 16, 32 CTAs): 60.2, 58.5, 56.5 GB/s a CTA, a warp's block every
+//    0.82-0.87 us. That period is the block's compute or the idle latency, whichever is longer, so it bounds
+//    the compute from above;
+//  - the HBM full: 12 splits (96 CTAs, 4.7 MB in flight) was the smallest grid that reached the HBM's rate
+//    (3.87 TB/s; 10 splits 3.74, 15 the same 3.87), so by Little's law a load then took
+//    4.7 MB / 3.87 TB/s = 1.22 us.
+constexpr double kDecodeBlockIdlePeriodS = 0.82e-6;
+constexpr double kDecodeFullLatencyS = 1.22e-6;
 // The HBM's achievable share of its peak (memory clock x bus width): a device copy moved 3.04 of the
 // H100's 3.35 TB/s (bench/decode_compare.py, 2026-11-26).
 constexpr double kDecodeHbmAchievable = 0.9;
 
 // ---- decode (gpu/decode/decode.cu): flash-decoding's split kernel, bf16 / fp16, head dims as fa2 (run at
-// 64, 128 or 256, zero-padded). A CTA holds 16 packed query rows (a kv head's query heads times q_len: one
-// 16-row MMA tile) and walks its split's keys in 32-key blocks, a block a warp (block_n = 32 x warps keys a
+// 64, 128 or 256, zero-padded). A CTA holds up to 16 packed query rows (a kv head's query heads times q_len:
+// one or two 8-column tiles of the transposed MMAs, 8 where they fit) and walks its split's keys in 32-key blocks, a block a warp (block_n = 32 x warps keys a
 // step), each warp with its own K/V stages; at the end the warps' (m, l, O) merge through shared memory.
 constexpr int decode_split_smem_bytes(int d, int warps, int stages) {
   const int kv = warps * stages * 2 * 32 * d * 2;  // the warps' K and V stages
@@ -170,17 +174,17 @@ constexpr TileShape decode_split_shape(int head_dim) {
 }
 // The K and V bytes a split CTA of shape `s` holds in its stages (a 32-key block of each, a warp a stage).
 constexpr double decode_stage_bytes(const TileShape& s) { return double(s.warps) * s.stages * 2 * 32 * s.head_dim * 2; }
-// One split CTA's stream: the measured CTA's rate scaled by its K/V stages (Little's law, the same latency).
-constexpr double decode_cta_bytes_per_s(const TileShape& s) {
-  return kDecodeCtaBytesPerS * decode_stage_bytes(s) / kDecodeCtaStageBytes;
-}
-// The time a warp computes one 32-key block (S = Q K^T, the online softmax, O += P V, and issuing the next
-// block's copies) at the shape's head dim. The measured CTA's warps were compute-bound: its 51 GB/s is four
-// warps' 16 KiB blocks every 1.29 us, where a stream's loads take 1.0 us with the HBM far from full
-// (simulator/validation/loaded_latency.cu on an H200, 8-32 CTAs of 64 KiB in flight, 2026-11-29), so one
-// block's compute is that period. Other head dims scale it by d (their MMAs and copies do; not measured).
-constexpr double decode_block_compute_s(const TileShape& s) {
-  return kDecodeCtaStageBytes / 2 / kDecodeCtaBytesPerS * s.head_dim / 128;
+// The time a warp computes one 32-key block (S^T = K Q^T, the online softmax, O^T += V^T P^T, and issuing the
+// next block's copies): the measured idle period at d = 128, scaled by d at others (their MMAs and copies
+// are; not measured).
+constexpr double decode_block_compute_s(const TileShape& s) { return kDecodeBlockIdlePeriodS * s.head_dim / 128; }
+// One split CTA's stream when its loads take `latency` (Little's law): each warp has one block in flight, and
+// with two stages it computes the one before meanwhile (a block every max(latency, compute)); with one stage
+// it loads, then computes (latency + compute).
+constexpr double decode_cta_bytes_per_s(const TileShape& s, double latency) {
+  const double compute = decode_block_compute_s(s);
+  const double period = s.stages >= 2 ? (latency > compute ? latency : compute) : latency + compute;
+  return s.warps * (2.0 * 32 * s.head_dim * 2) / period;
 }
 // The decode kernel's split count (gpu/decode/decode.cu decode_num_splits, and the simulator's model of the
 // kernel, `estimate --decode --impl flashlab`): `ctas` the split CTAs without splitting (batch x kv heads x
@@ -189,7 +193,8 @@ constexpr double decode_block_compute_s(const TileShape& s) {
 inline int decode_splits_for(const TileShape& s, int64_t ctas, int64_t slots, int64_t max_seqlen_k,
                              double hbm_peak_bytes_per_s) {
   const int64_t steps = (max_seqlen_k + s.block_n - 1) / s.block_n;
-  return decode_split_count(ctas, slots, steps, kDecodeHbmAchievable * hbm_peak_bytes_per_s, decode_cta_bytes_per_s(s));
+  return decode_split_count(ctas, slots, steps, kDecodeHbmAchievable * hbm_peak_bytes_per_s,
+                            decode_cta_bytes_per_s(s, kDecodeFullLatencyS));
 }
 
 // fa2's forward for a head dim (any; padded here). Timings: gpu/fa2_fwd.cu's version index and

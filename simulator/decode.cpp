@@ -206,7 +206,9 @@ DecodeEstimate estimate_flashlab(DecodeProblem d, const GpuSpec& g) {
   e.gqa_packed = v.packed;
   // The splits cut 32-key blocks (a warp's), as the kernel does; a CTA walks them block_n at a time.
   const tiled::Tiling tiling{shape.block_m, 32};
-  const double hbm = g.hbm_effective(), cta_rate = gpu::decode_cta_bytes_per_s(shape);
+  // A CTA alone streams at the kernel's rate with the HBM idle (its loads at the preset's latency); the
+  // replay shares the HBM among the CTAs streaming at once.
+  const double hbm = g.hbm_effective(), cta_rate = gpu::decode_cta_bytes_per_s(shape, g.dram_latency_s);
   auto time_for = [&](int64_t splits, SplitCounts* out) {
     const SplitCounts c = count(v, splits, tiling);
     Timing t;

@@ -94,8 +94,8 @@ TEST_CASE("decode estimate --impl flashlab: the kernel's own tiles, slots and sp
   CHECK(e.slots == 2 * 132);  // two CTAs an SM at d = 128 (100 KiB of shared memory each)
   CHECK(e.cache_bytes == doctest::Approx(1.0 * 8192 * 8 * 128 * 2 * 2));
   CHECK(e.ctas == 8 * e.num_splits);
-  // The splits the kernel itself picked on an H200 (bench/results/decode-h200-2026-11-29-v7-contiguous.csv).
-  CHECK(e.num_splits == 15);
+  // The splits the kernel itself picked on an H200 (bench/results/decode-h200-2026-11-29-v8-contiguous.csv).
+  CHECK(e.num_splits == 14);
   CHECK(ours(1, 1024).num_splits == 11);
   CHECK(ours(8, 8192).num_splits == 2);
   CHECK(ours(64, 1024).num_splits == 1);
@@ -111,16 +111,19 @@ TEST_CASE("decode estimate --impl flashlab: the kernel's own tiles, slots and sp
 
 // flashlab's decode kernel measured on an H200 (simulator/validation/measure_decode.py): ncu's DRAM bytes of
 // the split and combine kernels, and the time a call on the layers clock (calls back to back in a CUDA
-// graph). Every row predicted with the splits the kernel ran; no row informed the model (its one kernel
-// rate, gpu/shapes.hpp kDecodeCtaBytesPerS, was measured on an H100 on v6). simulator/README.md lists them
-// and what the model leaves out: below 256 MB of cache it is short by 17-23% (the bounds here were read off
-// the rows: they guard what holds today, they were not a target).
+// graph). Every row predicted with the splits the kernel ran; no row informed the model (its kernel rates,
+// gpu/shapes.hpp kDecodeBlockIdlePeriodS and kDecodeFullLatencyS, come from batch 1 x 64k keys at forced
+// split counts, bench/results/decode-splits-h200-2026-11-29-v8*.csv). simulator/README.md lists the rows and
+// what the model leaves out: below 256 MB of cache it is short by 14-31% (the bounds here were read off the
+// rows: they guard what holds today, they were not a target). The model charges the cache at the preset's
+// achievable read rate (4.44 TB/s, microbench.cu); where v8 streamed faster (4.55-4.58 TB/s at batch 8 x 64k
+// and 64 x 8k) the model must come out over, so those rows are held to 5% and counted apart.
 TEST_CASE("decode estimate --impl flashlab against every measured row: bytes within 1%, time within 10% from 256 MB") {
   const auto rows = testing::read_csv(std::string(FLASHLAB_SOURCE_DIR) +
-                                      "/simulator/validation/flashlab-decode-h200-2026-11-29-v7.csv");
+                                      "/simulator/validation/flashlab-decode-h200-2026-11-29-v8.csv");
   REQUIRE(rows.size() == 14);
   const sim::GpuSpec h200 = sim::load_gpu("h200");
-  int bytes_ok = 0, time_ok = 0, large = 0, under = 0;
+  int bytes_ok = 0, time_ok = 0, large = 0, under = 0, faster_than_preset = 0;
   for (const auto& r : rows) {
     DecodeProblem d = llama_decode(int64_t(r.num("batch")), int64_t(r.num("cache_len")));
     d.heads_q = int64_t(r.num("heads_q"));
@@ -139,7 +142,12 @@ TEST_CASE("decode estimate --impl flashlab against every measured row: bytes wit
                        << " us against " << r.num("layers_s") * 1e6 << " (" << time_err * 100 << "%, " << e.bound
                        << ")");
     bytes_ok += std::abs(bytes_err) <= 0.01;
-    under += time_err <= 0.03;  // what the model leaves out are costs: it does not invent time
+    if (e.cache_bytes / r.num("layers_s") > h200.hbm_effective()) {
+      ++faster_than_preset;  // streamed above the preset's read rate: the model cannot be under
+      under += time_err <= 0.05;
+    } else {
+      under += time_err <= 0.03;  // what the model leaves out are costs: it does not invent time
+    }
     if (e.cache_bytes >= 256e6) {
       ++large;
       time_ok += std::abs(time_err) <= 0.10;
@@ -147,6 +155,7 @@ TEST_CASE("decode estimate --impl flashlab against every measured row: bytes wit
   }
   CHECK(bytes_ok == int(rows.size()));
   CHECK(under == int(rows.size()));
+  CHECK(faster_than_preset <= 2);
   CHECK(large == 8);
   CHECK(time_ok == large);
 }

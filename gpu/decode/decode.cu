@@ -9,7 +9,7 @@
 //              cache_seqlens + t and V_new written into the cache rows the block table gives them;
 //              the queries rotated at their positions into scratch (flash-attn's convention: every
 //              query of a non-causal call sits at cache_seqlens).
-//   split      scheduler: one CTA per (16 packed query rows, split, kv head, batch). A kv head's rows
+//   split      scheduler: one CTA per (8 or 16 packed query rows, split, kv head, batch). A kv head's rows
 //                are its group's query heads times q_len (row r: query r / group of head g group +
 //                r % group), so one K/V block read from the cache feeds every query head that shares it.
 //                Split s takes the key blocks [s n, (s + 1) n) of the entry, n = ceil(blocks / splits).
@@ -17,8 +17,11 @@
 //                gathers its own 32-key blocks of K and V (blocks w, w + warps, ... of the split) through
 //                the block table with cp.async, zero-filling keys past the entry's length, two stages at
 //                d <= 128 (one at 256).
-//              consumer: per warp, S = Q K^T and O += P~ V with mma.sync m16n8k16 (mma.cuh), the online
-//                softmax on the accumulators (softmax.cuh), the causal edge and the entry's end masked.
+//              consumer: per warp, S^T = K Q^T and O^T += V^T P~^T with mma.sync m16n8k16 (mma.cuh): the
+//                keys are the MMA's 16 rows and the packed queries its 8 columns, so GQA 4:1 fills half a
+//                tile where queries as rows filled a quarter; the online softmax down S^T's columns
+//                (columns.cuh), the causal edge and the entry's end masked; P~^T's B fragments transposed
+//                out of the accumulators by movmatrix.
 //              epilogue: the warps' (m, l, O) merge through shared memory; O / l and LSE go to the
 //                outputs (one split) or to the split's partial (fp32) in scratch.
 //   combine    (num_splits > 1) one CTA a (entry, query, head): LSE = log sum_s exp(LSE_s),
@@ -43,16 +46,26 @@
 //       bench/results/decode-ab-h200-2026-11-29*.csv): batch 64 x 1k x1.055-1.074, 2k x1.02-1.03, d = 64
 //       x1.0-1.15; the sweep (decode-h200-2026-11-29-v7-contiguous.csv, -paged256.csv): 0.98-1.02x the
 //       best SDPA backend from 8k keys contiguous, 0.94-1.02x paged; batch 64 x 1k 0.92x (0.91x paged).
+//   v8  transposed: S^T = K Q^T, O^T += V^T P^T (the queries as the MMA's N: half the MMAs at GQA 4:1, Q^T
+//       held in registers), and a block whose page holds it copied by load_tile (one lookup, a constant
+//       stride): 7.8 M instructions at batch 1 x 64k where v7 ran 13.8 M, a CTA's stream 56-60 GB/s (v7
+//       35-41). H200, 2026-11-29, against v7 in one process (decode-ab-h200-2026-11-29-v8*.csv): d = 128
+//       x1.01-1.06, d = 64 x1.01-1.06, d = 256 x1.04-1.23; the sweep (decode-h200-2026-11-29-v8-*.csv)
+//       0.98-1.03x the best SDPA backend from 8k keys contiguous, 0.98-1.01x paged; batch 64 x 1k 1.00x
+//       (decode_ab.py; 0.90x inside decode_compare.py's full sweep, a process-history effect:
+//       decode-h200-2026-11-29-v8-b64x1k-probe.txt).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <atomic>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 
 #include <string>
 #include <type_traits>
 
+#include "columns.cuh"
 #include "cuda_check.hpp"
 #include "decode_params.hpp"
 #include "flashlab/error.hpp"
@@ -170,11 +183,23 @@ __global__ void append_kernel(const DecodeParams p) {
   rotate_chunk(static_cast<const T*>(p.q) + at, scratch_of<T>(p).q_rot + at, base + (p.causal ? i : 0), c0, p);
 }
 
-// ---- split: one CTA per (16 packed rows, split, kv head, batch)
-template <int D, typename T, bool kSoftcap>
+// ---- split: one CTA per (8 or 16 packed query rows, split, kv head, batch)
+// The packed rows of a kv head (its group's query heads times q_len) are the MMAs' N: 8 a tile, one tile
+// where they fit (GQA up to 8:1 at q_len 1), else two (kQT). The keys are the M: S^T = K Q^T, then
+// O^T += V^T P^T, P^T's B fragments transposed out of S^T's accumulators (mma.cuh c_to_b_trans).
+constexpr int cta_rows(int rows) { return rows <= 8 ? 8 : 16; }
+inline int row_chunks_of(const DecodeParams& p) {
+  const int rows = p.q_len * (p.heads_q / p.heads_kv);
+  return (rows + cta_rows(rows) - 1) / cta_rows(rows);
+}
+
+template <int D, typename T, bool kSoftcap, int kQT>
 __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const DecodeParams p) {
   constexpr int kWarps = split_warps<D>(), kThreads = 32 * kWarps;
   constexpr int kStages = split_stages<D>();
+  constexpr int kCtaRows = 8 * kQT;  // packed query rows this CTA
+  constexpr int kDT = D / 16;        // head-dim tiles of O^T (its M)
+  static_assert(kCtaRows <= kRows, "the shape's rows hold the CTA's");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);  // (16, D)
   T* sKV = sQ + kRows * D;                  // (warps, stages, K and V, 32, D)
@@ -184,11 +209,11 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
   // this grid streams, and wait in griddepcontrol.wait until it has finished and its partials are visible.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  const int row_chunks = (p.q_len * (p.heads_q / p.heads_kv) + kRows - 1) / kRows;
+  const int group = p.heads_q / p.heads_kv, rows = p.q_len * group;
+  const int row_chunks = (rows + kCtaRows - 1) / kCtaRows;
   const int chunk = blockIdx.x % row_chunks, split = blockIdx.x / row_chunks;
   const int g = blockIdx.y, b = blockIdx.z;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, qrow = lane / 4, qcol = (lane % 4) * 2;
-  const int group = p.heads_q / p.heads_kv, rows = p.q_len * group;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, key_row = lane / 4, qcol = (lane % 4) * 2;
   const int sk = p.cache_seqlens[b] + p.new_len, sq = p.q_len;
   const int n_blocks = (sk + kKeys - 1) / kKeys, per_split = (n_blocks + p.num_splits - 1) / p.num_splits;
   const int j_begin = split * per_split, j_end = min(n_blocks, j_begin + per_split);
@@ -198,27 +223,37 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
 
   // This CTA's packed row r: query r / group of head g group + r % group.
   auto q_offset = [&](int r) {
-    const int pr = chunk * kRows + r;
+    const int pr = chunk * kCtaRows + r;
     return ((int64_t(b) * p.q_len + pr / group) * p.heads_q + g * group + pr % group) * p.head_dim;
   };
-  {  // Q: 16 rows x D, rows past the packed rows and columns past head_dim zero
+  {  // Q: 16 rows x D, rows past the CTA's packed rows and columns past head_dim zero
     constexpr int kChunks = D / 8;
     for (int idx = threadIdx.x; idx < kRows * kChunks; idx += kThreads) {
       const int r = idx / kChunks, c = idx % kChunks;
-      const bool ok = chunk * kRows + r < rows && c * 8 < p.head_dim;
+      const bool ok = r < kCtaRows && chunk * kCtaRows + r < rows && c * 8 < p.head_dim;
       cp_async_16(sQ + swizzle<D>(r, c), q + (ok ? q_offset(r) + c * 8 : 0), ok);
     }
   }
-  // Warp w's blocks: j_begin + w, + warps, ...; each gathered row by row through the block table. Lane r
-  // looks up key r's row once (one table read, one division), and the copies take it by shuffle (v2 looked
-  // it up for every 16-byte chunk: paged caches streamed at 52-70% of a copy's rate).
+  // Warp w's blocks: j_begin + w, + warps, ...; keys past the entry's length zero-filled. Where a page
+  // holds whole blocks (a contiguous cache, or pages a multiple of 32 keys), a block is 32 consecutive
+  // rows: one lookup, then a constant stride (v8). Else (pages of 16) each lane looks up one key's row and
+  // the copies take it by shuffle (v3; v2 looked it up for every 16-byte chunk: paged caches streamed at
+  // 52-70% of a copy's rate).
+  const T* kc = static_cast<const T*>(p.k_cache);
+  const T* vc = static_cast<const T*>(p.v_cache);
+  const bool whole_blocks = !cache.table || cache.page_size % kKeys == 0;
+  const int64_t key_stride = int64_t(p.heads_kv) * p.head_dim;
   auto load_block = [&](int j, int stage) {
     T* sK = sKV + ((warp * kStages + stage) * 2) * kKeys * D;
     T* sV = sK + kKeys * D;
+    if (whole_blocks) {
+      const int64_t at = (cache.row(b, j * kKeys) * p.heads_kv + g) * p.head_dim;
+      load_tile<D, 32, kKeys>(sK, kc + at, key_stride, 0, sk - j * kKeys, p.head_dim, lane);
+      load_tile<D, 32, kKeys>(sV, vc + at, key_stride, 0, sk - j * kKeys, p.head_dim, lane);
+      return;
+    }
     constexpr int kChunks = D / 8;
     static_assert(kKeys == 32, "a lane a key of the block");
-    const T* kc = static_cast<const T*>(p.k_cache);
-    const T* vc = static_cast<const T*>(p.v_cache);
     const int my_key = j * kKeys + lane;
     const long long my_base = my_key < sk ? (cache.row(b, my_key) * p.heads_kv + g) * p.head_dim : -1;
 #pragma unroll 4
@@ -232,20 +267,28 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
     }
   };
 
-  // This thread's two rows (g, g + 8 of the 16): their query index (for the causal edge) and validity.
-  int last_key[2];  // the last key each row sees; -1: none (a padding row)
+  // This lane's query columns (qt, i): packed row 8 qt + qcol + i of the CTA. The last key each sees
+  // (the causal edge, else the entry's end); -1 for a padding column.
+  int last_key[kQT][2];
+  int fewest_keys = INT_MAX;  // the smallest of them: blocks past it need the mask
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int pr = chunk * kRows + qrow + 8 * r;
-    last_key[r] = pr < rows ? (p.causal ? pr / group + sk - sq : sk - 1) : -1;
-  }
-  float acc_o[1][D / 8][4];
-  zero(acc_o[0]);
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+  for (int qt = 0; qt < kQT; ++qt)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int pr = chunk * kCtaRows + 8 * qt + qcol + i;
+      last_key[qt][i] = pr < rows ? (p.causal ? pr / group + sk - sq : sk - 1) : -1;
+      fewest_keys = min(fewest_keys, last_key[qt][i]);
+    }
+  float acc_o[kDT][kQT][4];  // O^T: head-dim tile x query tile
+#pragma unroll
+  for (int dt = 0; dt < kDT; ++dt) zero(acc_o[dt]);
+  float col_max[kQT][2], col_sum[kQT][2];
+#pragma unroll
+  for (int qt = 0; qt < kQT; ++qt) col_max[qt][0] = col_max[qt][1] = -INFINITY, col_sum[qt][0] = col_sum[qt][1] = 0.f;
   const float c = kSoftcap ? kLog2e : p.scale * kLog2e;
-  const Ldsm<D, Frag::A> ldsm_q(lane);
-  const Ldsm<D, Frag::B> ldsm_k(lane);
-  const Ldsm<D, Frag::BTrans> ldsm_v(lane);
+  const Ldsm<D, Frag::A> ldsm_k(lane);        // K as A (keys x dims)
+  const Ldsm<D, Frag::B> ldsm_q(lane);        // Q^T as B (dims x queries): rows 0-7 in [0, 1], 8-15 in [2, 3]
+  const Ldsm<D, Frag::ATrans> ldsm_vt(lane);  // V^T as A (dims x keys), from V stored keys x dims
   const uint32_t q_tile = smem_addr(sQ);
 
   int j = j_begin + warp;
@@ -253,6 +296,12 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
   cp_async_commit();  // with Q
   cp_async_wait<0>();
   __syncthreads();  // Q is in for every warp
+  // Q^T's fragments stay in registers for the whole walk where they fit (not at d = 256 with two tiles).
+  constexpr bool kQInRegisters = kDT * kQT * 2 <= 32;
+  uint32_t q_frag[kQInRegisters ? kDT : 1][4];
+  if constexpr (kQInRegisters)
+    unroll<kDT>([&](auto k_) { ldsm_q.template block<0, decltype(k_)::value>(q_frag[k_], q_tile); });
+
   for (int step = 0; j < j_end; j += kWarps, ++step) {
     const int stage = kStages == 2 ? step & 1 : 0;
     if (kStages == 2 && j + kWarps < j_end) load_block(j + kWarps, stage ^ 1);
@@ -263,27 +312,58 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
     const T* sK = sKV + ((warp * kStages + stage) * 2) * kKeys * D;
     const uint32_t k_tile = smem_addr(sK), v_tile = smem_addr(sK + kKeys * D);
 
-    float acc_s[1][kKeys / 8][4];
-    zero(acc_s[0]);
-    mma_acc<T, D / 16>(acc_s, ldsm_q, q_tile, ldsm_k, k_tile);
-    if constexpr (kSoftcap) softmax::softcap(acc_s[0], p.softcap, p.scale / p.softcap);
-    if ((j + 1) * kKeys - 1 > min(last_key[0], last_key[1]) || last_key[0] < 0 || last_key[1] < 0) {
-      const int lo[2] = {0, 0}, hi[2] = {last_key[0] + 1, last_key[1] + 1};
-      softmax::mask(acc_s[0], j * kKeys, qcol, lo, hi);
-    }
-    float alpha[2];
+    // S^T = K Q^T: two 16-key tiles by kQT 8-query tiles.
+    float s[2][kQT][4];
+    zero(s[0]);
+    zero(s[1]);
+    unroll<kDT>([&](auto k_) {
+      constexpr int k = decltype(k_)::value;
+      uint32_t qb[4];
+      if constexpr (kQInRegisters) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) alpha[r] = softmax::online_step(acc_s[0], r, c, row_max[r], row_sum[r]);
-    softmax::rescale(acc_o[0], alpha);
-    unroll<kKeys / 16>([&](auto kk_) {
+        for (int x = 0; x < 4; ++x) qb[x] = q_frag[k][x];
+      } else {
+        ldsm_q.template block<0, k>(qb, q_tile);
+      }
+      unroll<2>([&](auto kt_) {
+        constexpr int kt = decltype(kt_)::value;
+        uint32_t a[4];
+        ldsm_k.template block<kt, k>(a, k_tile);
+#pragma unroll
+        for (int qt = 0; qt < kQT; ++qt) mma_16816<T>(s[kt][qt], a, qb[2 * qt], qb[2 * qt + 1]);
+      });
+    });
+    if constexpr (kSoftcap) {
+      softmax::softcap(s[0], p.softcap, p.scale / p.softcap);
+      softmax::softcap(s[1], p.softcap, p.scale / p.softcap);
+    }
+    if ((j + 1) * kKeys - 1 > fewest_keys) {  // a key of the block lies past some column's last
+#pragma unroll
+      for (int kt = 0; kt < 2; ++kt)
+#pragma unroll
+        for (int qt = 0; qt < kQT; ++qt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (j * kKeys + 16 * kt + key_row + 8 * (e / 2) > last_key[qt][e & 1]) s[kt][qt][e] = -INFINITY;
+    }
+    float alpha[kQT][2];
+#pragma unroll
+    for (int qt = 0; qt < kQT; ++qt)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) alpha[qt][i] = columns::online_step(s, qt, i, c, col_max[qt][i], col_sum[qt][i]);
+    columns::rescale(acc_o, alpha);
+    // O^T += V^T P^T, 16 keys at a time.
+    unroll<2>([&](auto kk_) {
       constexpr int kk = decltype(kk_)::value;
-      uint32_t a[4];
-      c_to_a<T>(a, acc_s[0][2 * kk], acc_s[0][2 * kk + 1]);
-      unroll<D / 16>([&](auto n_) {
-        constexpr int n = decltype(n_)::value;
-        uint32_t bv[4];
-        ldsm_v.template block<n, kk>(bv, v_tile);
-        mma_16x16<T>(acc_o[0], n, a, bv);
+      uint32_t pb[kQT][2];
+#pragma unroll
+      for (int qt = 0; qt < kQT; ++qt) c_to_b_trans<T>(pb[qt][0], pb[qt][1], s[kk][qt]);
+      unroll<kDT>([&](auto dt_) {
+        constexpr int dt = decltype(dt_)::value;
+        uint32_t a[4];
+        ldsm_vt.template block<dt, kk>(a, v_tile);
+#pragma unroll
+        for (int qt = 0; qt < kQT; ++qt) mma_16816<T>(acc_o[dt][qt], a, pb[qt][0], pb[qt][1]);
       });
     });
     __syncwarp();  // every lane is done with this stage before it is refilled
@@ -292,30 +372,32 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with its K/V buffers: they hold the merge now
 
-  // Merge the warps: each writes m (scaled), l and O for its rows; then each thread of the CTA
+  // Merge the warps: each writes m (scaled), l and O for its columns; then each thread of the CTA
   // finishes (row, 8 columns) chunks.
   float* sM = reinterpret_cast<float*>(sKV);   // (warps, 16)
   float* sL = sM + kWarps * kRows;             // (warps, 16)
   float* sO = sL + kWarps * kRows;             // (warps, 16, D)
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = qrow + 8 * r;
-    const float l = softmax::quad_sum(row_sum[r]);
-    if (lane % 4 == 0) {
-      sM[warp * kRows + row] = softmax::scaled_max(row_max[r], c);
-      sL[warp * kRows + row] = l;
-    }
+  for (int qt = 0; qt < kQT; ++qt)
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      sO[(warp * kRows + row) * D + n * 8 + qcol] = acc_o[0][n][2 * r];
-      sO[(warp * kRows + row) * D + n * 8 + qcol + 1] = acc_o[0][n][2 * r + 1];
+    for (int i = 0; i < 2; ++i) {
+      const int row = 8 * qt + qcol + i;
+      const float l = columns::column_sum(col_sum[qt][i]);
+      if (key_row == 0) {
+        sM[warp * kRows + row] = softmax::scaled_max(col_max[qt][i], c);
+        sL[warp * kRows + row] = l;
+      }
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        sO[(warp * kRows + row) * D + 16 * dt + key_row] = acc_o[dt][qt][i];
+        sO[(warp * kRows + row) * D + 16 * dt + key_row + 8] = acc_o[dt][qt][i + 2];
+      }
     }
-  }
   __syncthreads();
   const int64_t all_rows = int64_t(p.batch) * p.q_len * p.heads_q;
-  for (int idx = threadIdx.x; idx < kRows * (D / 8); idx += kThreads) {
+  for (int idx = threadIdx.x; idx < kCtaRows * (D / 8); idx += kThreads) {
     const int row = idx / (D / 8), c0 = (idx % (D / 8)) * 8;
-    const int pr = chunk * kRows + row;
+    const int pr = chunk * kCtaRows + row;
     if (pr >= rows || c0 >= p.head_dim) continue;
     float m = -INFINITY;
     for (int w = 0; w < kWarps; ++w)
@@ -452,19 +534,20 @@ constexpr size_t split_smem() {
   return bytes;
 }
 template <int D, typename T>
-auto split_kernel_for(bool softcap) {
-  auto kernel = softcap ? split_kernel<D, T, true> : split_kernel<D, T, false>;
+auto split_kernel_for(bool softcap, int rows) {
+  auto kernel = cta_rows(rows) == 8 ? (softcap ? split_kernel<D, T, true, 1> : split_kernel<D, T, false, 1>)
+                                    : (softcap ? split_kernel<D, T, true, 2> : split_kernel<D, T, false, 2>);
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(split_smem<D, T>())));
   return kernel;
 }
 
-// How many split CTAs one SM holds at once (its shared memory binds: 132 KB a CTA at d = 128, one an SM).
+// How many split CTAs one SM holds at once (its shared memory binds: decode_split_shape, two an SM at d <= 128).
 template <int D>
 int split_ctas_per_sm() {
   static std::atomic<int> known[64] = {};
   return once_a_device(known, [](int) {
     int n = 0;
-    FLASHLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, split_kernel_for<D, __nv_bfloat16>(false),
+    FLASHLAB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, split_kernel_for<D, __nv_bfloat16>(false, 8),
                                                                 32 * split_warps<D>(), split_smem<D, __nv_bfloat16>()));
     return n > 0 ? n : 1;
   });
@@ -479,9 +562,8 @@ double hbm_peak_bytes_per_s() {
 template <int D, typename T>
 void launch_split(const DecodeParams& p, cudaStream_t stream) {
   constexpr size_t smem = split_smem<D, T>();
-  auto kernel = split_kernel_for<D, T>(p.softcap > 0.f);
-  const int row_chunks = (p.q_len * (p.heads_q / p.heads_kv) + kRows - 1) / kRows;
-  kernel<<<dim3(row_chunks * p.num_splits, p.heads_kv, p.batch), 32 * split_warps<D>(), smem, stream>>>(p);
+  auto kernel = split_kernel_for<D, T>(p.softcap > 0.f, p.q_len * (p.heads_q / p.heads_kv));
+  kernel<<<dim3(row_chunks_of(p) * p.num_splits, p.heads_kv, p.batch), 32 * split_warps<D>(), smem, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
 }
 
@@ -541,8 +623,7 @@ const char* decode_unsupported(const DecodeParams& p) {
 }
 
 int decode_num_splits(const DecodeParams& p, int sms, int max_seqlen_k) {
-  const int64_t row_chunks = (int64_t(p.q_len) * (p.heads_q / p.heads_kv) + kRows - 1) / kRows;
-  const int64_t ctas = int64_t(p.batch) * p.heads_kv * row_chunks;
+  const int64_t ctas = int64_t(p.batch) * p.heads_kv * row_chunks_of(p);
   // flash-attn's rule (gpu/shapes.hpp split_kv_heuristic: fill the SMs' slots in whole waves) split where
   // the HBM was already full: batch 8 (64 CTAs) in 2, 4-12% slower than no split at 1k-64k keys, and batch
   // 1 in 14-16 where 8 ran as fast (H100, 2026-11-26, bench/results/decode-splits-h100-2026-11-26*.csv).
