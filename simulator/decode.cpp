@@ -218,13 +218,16 @@ DecodeEstimate estimate_flashlab(DecodeProblem d, const GpuSpec& g) {
     const double bytes = c.cache + c.q + c.append + c.partial + (splits > 1 ? 0 : c.out);
     t.latency_bound = streamed > 1.02 * bytes / hbm;  // the CTAs' streams and tails, not the HBM, set the pace
     t.split = g.hbm_stream_start_s + std::max(streamed, bytes / hbm);
-    // The combine's reads wait for the split kernel's last partials (a round trip), then stream.
-    t.combine = splits > 1 ? g.dram_latency_s + (c.combine_read + c.out) / hbm : 0.0;
+    // The combine waits for the split kernel to finish and its partials to be visible (as a programmatic
+    // dependent, the preset's dependent_launch_s: dependent_launch.cu), its reads take a round trip, then
+    // its bytes stream.
+    const bool pdl = g.wgmma_fraction > 0;
+    t.combine = splits > 1 ? (pdl ? g.dependent_launch_s : 0.0) + g.dram_latency_s + (c.combine_read + c.out) / hbm
+                           : 0.0;
     // Calls back to back (a model's layers): a call's launch runs under the previous call's work, so a call
     // takes its kernels' time or the launch interval, whichever is longer (cold_read.cu: a 4.2 MB read took
     // 3.96 us a kernel where empty kernels launched 4.47 us apart, H200). On sm_90 the combine is a
     // programmatic dependent launch whose launch runs under the split kernel; before, a launch of its own.
-    const bool pdl = g.wgmma_fraction > 0;
     t.launch = g.kernel_launch_s * (splits > 1 && !pdl ? 2 : 1);
     t.total = std::max(t.launch, t.split + t.combine + (splits > 1 && !pdl ? g.kernel_launch_s : 0.0));
     if (out) *out = c;

@@ -16,7 +16,8 @@
 // With Impl::flashlab, flashlab's own kernel (gpu/decode/decode.cu; `--impl flashlab`): its tiles and split
 // rule from gpu/shapes.hpp (decode_split_shape, decode_splits_for), its slots from its shared memory, each
 // CTA's stream at the kernel's measured rate in a fluid replay over the HBM, the preset's
-// hbm_stream_start_s once a call, the combine after a round trip, calls back to back (simulator/README.md).
+// hbm_stream_start_s once a call, the combine after its dependency (dependent_launch_s) and a round trip, calls
+// back to back (simulator/README.md).
 #pragma once
 #include <string>
 #include <vector>

@@ -64,7 +64,8 @@ void apply_override(json& j, const std::string& assignment) {
                                           "l2_reduce_bytes_per_s",   "l2_reduce_stream_bytes_per_s",
                                           "barrier_round_trip_s",    "sm_l2_read_bytes_per_s",
                                           "sm_dram_read_bytes_per_s", "fp8_convert_pairs_per_s",
-                                          "hbm_copy_fraction",       "hbm_stream_start_s"};
+                                          "hbm_copy_fraction",       "hbm_stream_start_s",
+                                          "dependent_launch_s"};
   json* at = walk(j, path);
   if (!at && std::find(std::begin(kOptional), std::end(kOptional), path) != std::end(kOptional)) {
     j[path] = json{{"value", value}, {"source", "override: --set " + assignment}};
@@ -120,6 +121,9 @@ GpuSpec parse(const json& j, const std::string& file) {
   if (j.contains("barrier_round_trip_s")) g.barrier_round_trip_s = number(j, "barrier_round_trip_s", file);
   // Optional: measured on the H100 and H200 (cold_read.cu); without it a decode call's stream starts at once.
   if (j.contains("hbm_stream_start_s")) g.hbm_stream_start_s = number(j, "hbm_stream_start_s", file);
+  // Optional: measured on the H200 (dependent_launch.cu); without it a decode call's combine starts as soon as
+  // its split kernel ends.
+  if (j.contains("dependent_launch_s")) g.dependent_launch_s = number(j, "dependent_launch_s", file);
   // Optional: measured on the H100 (sm_read.cu); without them a starting CTA waits only the round trip.
   if (j.contains("sm_l2_read_bytes_per_s")) g.sm_l2_read_bytes_per_s = number(j, "sm_l2_read_bytes_per_s", file);
   if (j.contains("sm_dram_read_bytes_per_s"))

@@ -38,6 +38,9 @@ struct GpuSpec {
   // launch's ramp, the first loads' round trips before the stream is full, the last CTAs' drain); 0 when
   // unmeasured.
   double hbm_stream_start_s = 0;
+  // Optional (dependent_launch.cu): what a kernel waiting on the one before pays between the two, launched
+  // as a programmatic dependent (sm_90) with a few dozen CTAs; 0 where not measured.
+  double dependent_launch_s = 0;
   // Optional: the rate one SM reads at while the other SMs do not compete (sm_read.cu); 0 when unmeasured.
   double sm_l2_read_bytes_per_s = 0, sm_dram_read_bytes_per_s = 0;
   // Optional: fp32 pairs converted to e4m3 a second, all SMs (cvt_e4m3.cu); 0: the conversion is not charged.
