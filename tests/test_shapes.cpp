@@ -166,6 +166,26 @@ TEST_CASE("decode splits: until the CTAs stream at the HBM's rate, within one wa
   CHECK(decode_split_count(8, 132, 512, 0.9 * 4.8e12, cta) == 11);
 }
 
+TEST_CASE("decode's split rule: a CTA streams its warps' blocks by Little's law, and the H200's picks are the measured best") {
+  // Two stages: a warp's block every max(latency, compute); one stage (d = 256): latency + compute.
+  const TileShape d128 = decode_split_shape(128), d256 = decode_split_shape(256);
+  const double block128 = 2.0 * 32 * 128 * 2;  // a 32-key block of K and V, bf16
+  CHECK(decode_cta_bytes_per_s(d128, kDecodeFullLatencyS) == doctest::Approx(3 * block128 / kDecodeFullLatencyS));
+  CHECK(decode_cta_bytes_per_s(d128, 0.0) == doctest::Approx(3 * block128 / kDecodeBlockIdlePeriodS));  // 60 GB/s
+  CHECK(decode_cta_bytes_per_s(d256, kDecodeFullLatencyS) ==
+        doctest::Approx(4 * 2 * block128 / (kDecodeFullLatencyS + 2 * kDecodeBlockIdlePeriodS)));
+  CHECK(decode_block_compute_s(decode_split_shape(64)) == doctest::Approx(kDecodeBlockIdlePeriodS / 2));
+  // The H200 (132 SMs, 4.8 TB/s peak) at its slots: the counts bench/results/decode-splits-h200-2026-11-29-v8.csv
+  // measured within 1-4% of the best (batch 1: 12-15 at d = 128, 11-16 at 256, 16-32 at 64; batch 4 and 8: 4, 2).
+  const double h200 = 4.8e12;
+  CHECK(decode_splits_for(d128, 8, 264, 8192, h200) == 14);
+  CHECK(decode_splits_for(d128, 32, 264, 16384, h200) == 4);
+  CHECK(decode_splits_for(d128, 64, 264, 8192, h200) == 2);
+  CHECK(decode_splits_for(d128, 512, 264, 1024, h200) == 1);
+  CHECK(decode_splits_for(d256, 8, 132, 65536, h200) == 12);
+  CHECK(decode_splits_for(decode_split_shape(64), 8, 528, 65536, h200) == 27);
+}
+
 TEST_CASE("decode's split kernel: two CTAs an SM up to d = 128, so one's start and merge overlap the other's stream") {
   constexpr int kSmPerSm = 233472, kReservedPerCta = 1024;  // an H100's or H200's 228 KiB an SM, 1 KiB a CTA
   auto per_sm = [](const TileShape& s) { return kSmPerSm / (s.smem_bytes + kReservedPerCta); };
