@@ -134,6 +134,26 @@ inline int decode_split_count(int64_t ctas, int64_t slots, int64_t blocks, doubl
 //    4.7 MB / 3.87 TB/s = 1.22 us.
 constexpr double kDecodeBlockIdlePeriodS = 0.82e-6;
 constexpr double kDecodeFullLatencyS = 1.22e-6;
+// What a split CTA does after its last block, and what the combine does once released, measured by the
+// timeline probe (bench/patches/decode-timeline.patch, bench/decode_timeline.py:
+// bench/results/decode-timeline-h200-2026-11-29-v8.txt, an H200, 2026-11-29, d = 128, q_len 1, GQA 32:8):
+//  - the merge: the warps' column sums, their (m, l, O) through shared memory, the merged rows' write (the
+//    outputs, or the split's partials): 0.86 us a CTA (the median at every shape, 0.86-0.96; 1.15 where two
+//    CTAs share an SM);
+//  - the combine, from its CTAs' release to the last one's end: 0.80 us where a thread merges one step of
+//    splits (2 splits), 1.19-1.22 us where two (11-14 splits): each step's loads wait their round trip before
+//    the next step's are issued (0.4 us), and the groups' merge in shared memory and the writes take 0.4 us.
+constexpr double kDecodeMergeS = 0.86e-6;
+constexpr double kDecodeCombineBaseS = 0.40e-6;
+constexpr double kDecodeCombineStepS = 0.40e-6;
+// The combine's CTA (gpu/decode/decode.cu combine_kernel): 256 threads as (head_dim / 4 column groups) x
+// (split groups), a thread merging the splits of its group one step after another.
+constexpr int kDecodeCombineThreads = 256;
+constexpr int decode_combine_steps(int splits, int head_dim) {
+  const int groups = kDecodeCombineThreads / (head_dim / 4);
+  return (splits + groups - 1) / groups;
+}
+
 // The HBM's achievable share of its peak (memory clock x bus width): a device copy moved 3.04 of the
 // H100's 3.35 TB/s (bench/decode_compare.py, 2026-11-26).
 constexpr double kDecodeHbmAchievable = 0.9;
@@ -178,6 +198,13 @@ constexpr double decode_stage_bytes(const TileShape& s) { return double(s.warps)
 // next block's copies): the measured idle period at d = 128, scaled by d at others (their MMAs and copies
 // are; not measured).
 constexpr double decode_block_compute_s(const TileShape& s) { return kDecodeBlockIdlePeriodS * s.head_dim / 128; }
+// A split CTA's merge at the shape's head dim: measured at d = 128, scaled by d elsewhere (its shared-memory
+// traffic and writes are; not measured).
+constexpr double decode_merge_s(const TileShape& s) { return kDecodeMergeS * s.head_dim / 128; }
+// The combine's work once released: a base and a round trip a step of splits.
+constexpr double decode_combine_work_s(int splits, int head_dim) {
+  return kDecodeCombineBaseS + decode_combine_steps(splits, head_dim) * kDecodeCombineStepS;
+}
 // One split CTA's stream when its loads take `latency` (Little's law): each warp has one block in flight, and
 // with two stages it computes the one before meanwhile (a block every max(latency, compute)); with one stage
 // it loads, then computes (latency + compute).

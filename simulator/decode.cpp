@@ -137,7 +137,7 @@ KernelView packed_rows(const DecodeProblem& d) {
 // The split kernel's CTAs replayed on the SM slots in launch order. A CTA streams its K and V at
 // `cta_rate` (its warps' stages in flight) or at its share of the HBM among the CTAs streaming then,
 // whichever is lower (a fluid replay: the shares change as CTAs start and finish); once its bytes are in,
-// it holds its slot `tail_s` longer, streaming nothing (its warps compute their last blocks). A CTA that
+// it holds its slot `tail_s` longer, streaming nothing (its warps compute their last blocks and merge). A CTA that
 // takes a slot another has freed first waits `start_s` (its Q and first blocks' round trip) streaming
 // nothing; the first wave's start is the kernel's stream start, charged outside. Returns the time the
 // last CTA finishes.
@@ -214,15 +214,19 @@ DecodeEstimate estimate_flashlab(DecodeProblem d, const GpuSpec& g) {
     Timing t;
     t.cta_rate = cta_rate;
     const double streamed =
-        fluid_replay(c.cta_bytes, slots, cta_rate, hbm, g.dram_latency_s, gpu::decode_block_compute_s(shape));
+        fluid_replay(c.cta_bytes, slots, cta_rate, hbm, g.dram_latency_s,
+                     gpu::decode_block_compute_s(shape) + gpu::decode_merge_s(shape));
     const double bytes = c.cache + c.q + c.append + c.partial + (splits > 1 ? 0 : c.out);
     t.latency_bound = streamed > 1.02 * bytes / hbm;  // the CTAs' streams and tails, not the HBM, set the pace
     t.split = g.hbm_stream_start_s + std::max(streamed, bytes / hbm);
     // The combine waits for the split kernel to finish and its partials to be visible (as a programmatic
-    // dependent, the preset's dependent_launch_s: dependent_launch.cu), its reads take a round trip, then
-    // its bytes stream.
+    // dependent, the preset's dependent_launch_s: dependent_launch.cu), then works through its steps of
+    // splits, a round trip each, and merges (gpu/shapes.hpp decode_combine_work_s, the kernel's timeline),
+    // its bytes streaming meanwhile.
     const bool pdl = g.wgmma_fraction > 0;
-    t.combine = splits > 1 ? (pdl ? g.dependent_launch_s : 0.0) + g.dram_latency_s + (c.combine_read + c.out) / hbm
+    t.combine = splits > 1 ? (pdl ? g.dependent_launch_s : 0.0) +
+                                 std::max(gpu::decode_combine_work_s(int(splits), int(d.head_dim)),
+                                          (c.combine_read + c.out) / hbm)
                            : 0.0;
     // Calls back to back (a model's layers): a call's launch runs under the previous call's work, so a call
     // takes its kernels' time or the launch interval, whichever is longer (cold_read.cu: a 4.2 MB read took
@@ -354,7 +358,7 @@ std::string to_table(const DecodeEstimate& e) {
                 mb(e.partial_write_bytes), mb(e.combine_read_bytes), mb(e.out_write_bytes), e.time_s * 1e6,
                 time_line, e.bound.c_str(), e.time_no_split_s * 1e6,
                 e.speedup_vs_no_split, e.cache_bandwidth / 1e9, e.cta_bytes_per_s / 1e9,
-                flashlab ? "measured, scaled by the kernel's stages" : "by latency");
+                flashlab ? "alone, its warps' blocks over the measured block period" : "by latency");
   return buf;
 }
 

@@ -181,8 +181,8 @@ ok "trace --decode shows the combine" '"event":"combine"' -- trace --decode --ca
 ok "estimate --decode: flash-attn's heuristic splits a batch-1 64k cache" "speedup of split-KV [2-9]\.[0-9]+x" -- \
   estimate --decode --batch 1 --heads 32 --kv-heads 8 --hdim 128 --cache-len 65536
 ok "estimate --decode as JSON" '"heuristic_splits": 29' -- estimate --decode --batch 1 --heads 32 --kv-heads 8 --hdim 128 --cache-len 65536 --format json
-ok "estimate --decode --impl flashlab: the kernel's own rule, 15 splits on an H200" \
-  "splits +15 \(flashlab's rule, gpu/shapes.hpp decode_splits_for" -- \
+ok "estimate --decode --impl flashlab: the kernel's own rule, 14 splits on an H200" \
+  "splits +14 \(flashlab's rule, gpu/shapes.hpp decode_splits_for" -- \
   estimate --decode --impl flashlab --gpu h200 --batch 1 --heads 32 --kv-heads 8 --hdim 128 --cache-len 8192
 refused "estimate --decode: cuDNN's decode kernel is not modelled" "not modelled" -- \
   estimate --decode --impl cudnn --batch 1 --heads 32 --kv-heads 8 --hdim 128 --cache-len 8192

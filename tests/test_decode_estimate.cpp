@@ -111,10 +111,11 @@ TEST_CASE("decode estimate --impl flashlab: the kernel's own tiles, slots and sp
 
 // flashlab's decode kernel measured on an H200 (simulator/validation/measure_decode.py): ncu's DRAM bytes of
 // the split and combine kernels, and the time a call on the layers clock (calls back to back in a CUDA
-// graph). Every row predicted with the splits the kernel ran; no row informed the model (its kernel rates,
-// gpu/shapes.hpp kDecodeBlockIdlePeriodS and kDecodeFullLatencyS, come from batch 1 x 64k keys at forced
-// split counts, bench/results/decode-splits-h200-2026-11-29-v8*.csv). simulator/README.md lists the rows and
-// what the model leaves out: below 256 MB of cache it is short by 12-22% (the bounds here were read off the
+// graph). Every row predicted with the splits the kernel ran; no row's total informed the model (its kernel
+// rates, gpu/shapes.hpp kDecodeBlockIdlePeriodS and kDecodeFullLatencyS, come from batch 1 x 64k keys at forced
+// split counts, bench/results/decode-splits-h200-2026-11-29-v8*.csv; its merge and combine from the timeline
+// probe's phases, bench/decode_timeline.py). simulator/README.md lists the rows and
+// what the model leaves out: below 256 MB of cache it is short by up to 11% (the bounds here were read off the
 // rows: they guard what holds today, they were not a target). The model charges the cache at the preset's
 // achievable read rate (4.44 TB/s, microbench.cu); where v8 streamed faster (4.55-4.58 TB/s at batch 8 x 64k
 // and 64 x 8k) the model must come out over, so those rows are held to 5% and counted apart.

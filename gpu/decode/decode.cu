@@ -440,7 +440,7 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
 // splits at a time, 17 us; v3: a thread a column, the weights first from three passes over the LSEs,
 // then the columns eight splits at a time, 15.9 us at batch 1 x 8k, 32 splits, against cuDNN's 5.2 us.)
 constexpr int kMaxSplits = 128;
-constexpr int kCombineThreads = 256;
+constexpr int kCombineThreads = kDecodeCombineThreads;  // shapes.hpp: the simulator counts its steps by it
 
 struct Merge {  // running max m, weight l = sum exp(x_s - m) w_s, acc = sum exp(x_s - m) a_s (4 columns)
   float m = -INFINITY, l = 0.f;
