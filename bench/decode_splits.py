@@ -79,7 +79,8 @@ def main():
         for splits in counts:
             t = clock([lambda c=c: flashlab.flash_attn_with_kvcache(*c, cache_seqlens=lens, num_splits=splits)
                        for c in caches])
-            row = {"device": dev, "date": datetime.date.today().isoformat(), "clock": args.clock, "copies": copies, "hdim": d,
+            row = {"device": dev, "date": datetime.date.today().isoformat(), "clock": args.clock, "copies": copies,
+                   "hdim": d,
                    "batch": batch, "cache_len": cache_len,
                    "num_splits": splits, "heuristic": int(splits == picked), "flashlab_s": t,
                    "best_sdpa_s": sdpa, "best_sdpa_over_flashlab": sdpa / t if sdpa else ""}

@@ -50,7 +50,8 @@ def main():
     split = np.zeros((CTAS, SPLIT_FIELDS), dtype=np.uint64)
     comb = np.zeros((CTAS, COMBINE_FIELDS), dtype=np.uint64)
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    print(f"{torch.cuda.get_device_name()}: times in us from the split kernel's first CTA start; p50 [p10, p90] over CTAs")
+    print(f"{torch.cuda.get_device_name()}: times in us from the split kernel's first CTA start; "
+          "p50 [p10, p90] over CTAs")
     for shape in args.shapes.split(","):
         batch, cache_len = map(int, shape.split("x"))
         torch.manual_seed(0)
@@ -76,12 +77,12 @@ def main():
         start, first, looped, end = us(sp[:, 0]), us(sp[:, 2]), us(sp[:, 4]), us(sp[:, 6])
         keys = sp[:, 9]
         stream_rate = keys * 128 * 2 * 2 / np.maximum((sp[:, 4] - sp[:, 2]) * 1e-9, 1e-9)
+        def spread(x):
+            return f"{pct(x, 50):.2f} [{pct(x, 10):.2f}, {pct(x, 90):.2f}]"
         line = (f"b{batch} x {cache_len} ({splits} splits, {n_split} CTAs): a call {call_s * 1e6:.1f} us | split CTAs: "
-                f"start {pct(start, 50):.2f} [{pct(start, 10):.2f}, {pct(start, 90):.2f}], "
-                f"Q + first block {pct(first - start, 50):.2f} [{pct(first - start, 10):.2f}, {pct(first - start, 90):.2f}], "
+                f"start {spread(start)}, Q + first block {spread(first - start)}, "
                 f"stream {pct(looped - first, 50):.2f} at {pct(stream_rate, 50) / 1e9:.0f} GB/s a CTA, "
-                f"merge + partials {pct(end - looped, 50):.2f} [{pct(end - looped, 10):.2f}, {pct(end - looped, 90):.2f}], "
-                f"last end {end.max():.2f}")
+                f"merge + partials {spread(end - looped)}, last end {end.max():.2f}")
         if splits > 1:
             rows = batch * 32
             cb = comb[:rows].astype(np.int64)

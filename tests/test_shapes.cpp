@@ -166,7 +166,7 @@ TEST_CASE("decode splits: until the CTAs stream at the HBM's rate, within one wa
   CHECK(decode_split_count(8, 132, 512, 0.9 * 4.8e12, cta) == 11);
 }
 
-TEST_CASE("decode's split rule: a CTA streams its warps' blocks by Little's law, and the H200's picks are the measured best") {
+TEST_CASE("decode's split rule: a CTA streams its blocks by Little's law; the H200's picks are the measured best") {
   // Two stages: a warp's block every max(latency, compute); one stage (d = 256): latency + compute.
   const TileShape d128 = decode_split_shape(128), d256 = decode_split_shape(256);
   const double block128 = 2.0 * 32 * 128 * 2;  // a 32-key block of K and V, bf16

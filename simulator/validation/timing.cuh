@@ -1,5 +1,5 @@
-// What every microbenchmark of this folder shares (microbench.cu, sm_read.cu, cvt_e4m3.cu, cold_read.cu, loaded_latency.cu,
-// dependent_launch.cu): a CUDA call
+// What every microbenchmark of this folder shares (microbench.cu, sm_read.cu, cvt_e4m3.cu, cold_read.cu,
+// loaded_latency.cu, dependent_launch.cu): a CUDA call
 // checked with the program's name, and the best of several timed runs after a warm-up. Each benchmark is
 // still one nvcc line: this header sits beside it.
 #pragma once
