@@ -108,10 +108,11 @@ inline int64_t split_kv_heuristic(int64_t ctas_without_split, int64_t slots, int
 }
 
 // The split count that keeps the HBM streaming, and no more. A split kernel CTA streams the cache at
-// `cta_bytes_per_s` (its warps' blocks in flight over the memory's latency with the HBM full), so the HBM's achievable rate
-// takes ceil(hbm_bytes_per_s / cta_bytes_per_s) CTAs: splits multiply the grid's `ctas` until it has them,
-// within one wave (`slots`, the CTAs the GPU holds at once), one CTA step of keys a split (`blocks`: the
-// keys over decode_split_shape's block_n) and 128 splits. A split past that adds partials to write and merge for no bandwidth.
+// `cta_bytes_per_s` (its warps' blocks in flight over the memory's latency with the HBM full), so the HBM's
+// achievable rate takes ceil(hbm_bytes_per_s / cta_bytes_per_s) CTAs: splits multiply the grid's `ctas` until
+// it has them, within one wave (`slots`, the CTAs the GPU holds at once), one CTA step of keys a split
+// (`blocks`: the keys over decode_split_shape's block_n) and 128 splits. A split past that adds partials to
+// write and merge for no bandwidth.
 inline int decode_split_count(int64_t ctas, int64_t slots, int64_t blocks, double hbm_bytes_per_s,
                               double cta_bytes_per_s) {
   if (ctas < 1) return 1;
@@ -135,23 +136,28 @@ inline int decode_split_count(int64_t ctas, int64_t slots, int64_t blocks, doubl
 constexpr double kDecodeBlockIdlePeriodS = 0.82e-6;
 constexpr double kDecodeFullLatencyS = 1.22e-6;
 // What a split CTA does after its last block, and what the combine does once released, measured by the
-// timeline probe (bench/patches/decode-timeline.patch, bench/decode_timeline.py:
-// bench/results/decode-timeline-h200-2026-11-29-v8.txt, an H200, 2026-11-29, d = 128, q_len 1, GQA 32:8):
+// timeline probe (bench/patches/decode-timeline.patch, bench/decode_timeline.py; an H200, 2026-11-29, d = 128,
+// q_len 1, GQA 32:8):
 //  - the merge: the warps' column sums, their (m, l, O) through shared memory, the merged rows' write (the
-//    outputs, or the split's partials): 0.86 us a CTA (the median at every shape, 0.86-0.96; 1.15 where two
-//    CTAs share an SM);
-//  - the combine, from its CTAs' release to the last one's end: 0.80 us where a thread merges one step of
-//    splits (2 splits), 1.19-1.22 us where two (11-14 splits): each step's loads wait their round trip before
-//    the next step's are issued (0.4 us), and the groups' merge in shared memory and the writes take 0.4 us.
-constexpr double kDecodeMergeS = 0.86e-6;
+//    outputs, or the split's partials): 0.77 us a CTA in v9 (the median at every shape, 0.77-0.80; 0.86
+//    where two CTAs share an SM; v8's branchy reads 0.86-0.96: bench/results/decode-timeline-h200-2026-11-29-v9.txt,
+//    -v8.txt);
+//  - the combine, from its CTAs' release to the last one's end: in v8 (a split a step) 0.80 us where a thread
+//    merged one step (2 splits) and 1.19-1.22 us where two (11-14 splits): each step's loads waited their
+//    round trip (0.4 us) before the next step's were issued, and the groups' merge in shared memory and the
+//    writes took 0.4 us. v9 loads four splits a step, so 14 splits are one step: 0.80 us measured, as the two
+//    figures predict.
+constexpr double kDecodeMergeS = 0.77e-6;
 constexpr double kDecodeCombineBaseS = 0.40e-6;
 constexpr double kDecodeCombineStepS = 0.40e-6;
 // The combine's CTA (gpu/decode/decode.cu combine_kernel): 256 threads as (head_dim / 4 column groups) x
-// (split groups), a thread merging the splits of its group one step after another.
+// (split groups); a thread loads up to four splits of its group at once (a step: one round trip), merges
+// them, then takes the next four (v8 loaded one split a step).
 constexpr int kDecodeCombineThreads = 256;
+constexpr int kDecodeCombineSplitsAtOnce = 4;
 constexpr int decode_combine_steps(int splits, int head_dim) {
-  const int groups = kDecodeCombineThreads / (head_dim / 4);
-  return (splits + groups - 1) / groups;
+  const int groups = kDecodeCombineThreads / (head_dim / 4), at_once = groups * kDecodeCombineSplitsAtOnce;
+  return (splits + at_once - 1) / at_once;
 }
 
 // The HBM's achievable share of its peak (memory clock x bus width): a device copy moved 3.04 of the
@@ -160,8 +166,9 @@ constexpr double kDecodeHbmAchievable = 0.9;
 
 // ---- decode (gpu/decode/decode.cu): flash-decoding's split kernel, bf16 / fp16, head dims as fa2 (run at
 // 64, 128 or 256, zero-padded). A CTA holds up to 16 packed query rows (a kv head's query heads times q_len:
-// one or two 8-column tiles of the transposed MMAs, 8 where they fit) and walks its split's keys in 32-key blocks, a block a warp (block_n = 32 x warps keys a
-// step), each warp with its own K/V stages; at the end the warps' (m, l, O) merge through shared memory.
+// one or two 8-column tiles of the transposed MMAs, 8 where they fit) and walks its split's keys in 32-key
+// blocks, a block a warp (block_n = 32 x warps keys a step), each warp with its own K/V stages; at the end the
+// warps' (m, l, O) merge through shared memory.
 constexpr int decode_split_smem_bytes(int d, int warps, int stages) {
   const int kv = warps * stages * 2 * 32 * d * 2;  // the warps' K and V stages
   const int merge = warps * 16 * (2 + d) * 4;      // then the merge's m, l and O (fp32), over them

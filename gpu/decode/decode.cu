@@ -54,6 +54,11 @@
 //       0.98-1.03x the best SDPA backend from 8k keys contiguous, 0.98-1.01x paged; batch 64 x 1k 1.00x
 //       (decode_ab.py; 0.90x inside decode_compare.py's full sweep, a process-history effect:
 //       decode-h200-2026-11-29-v8-b64x1k-probe.txt).
+//   v9  the merge's reads at once and 16-byte stores; the combine loads four splits a step (bench/decode_timeline.py
+//       found each split step a round trip): the combine's work at 14 splits 1.21 -> 0.80 us. Against v8 in one
+//       process (decode-ab-h200-2026-11-29-v9*.csv): x1.000-1.057 (batch 1 x 1k x1.057, 8k x1.020, d = 64 x1.048,
+//       d = 256 x1.01-1.04); the sweep (decode-h200-2026-11-29-v9-*.csv) 1.00-1.05x the best SDPA backend from 8k
+//       keys contiguous, 0.99-1.01x paged.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -181,6 +186,22 @@ __global__ void append_kernel(const DecodeParams p) {
   const int c0 = int(q_idx % chunks) * 8, h = int(q_idx / chunks % p.heads_q), i = int(q_idx / chunks / p.heads_q);
   const int64_t at = ((int64_t(b) * p.q_len + i) * p.heads_q + h) * p.head_dim;
   rotate_chunk(static_cast<const T*>(p.q) + at, scratch_of<T>(p).q_rot + at, base + (p.causal ? i : 0), c0, p);
+}
+
+// Eight values to `to` (bf16 / fp16 or fp32): one 16-byte store each 16 bytes where `to` is aligned to 16
+// (the outputs and partials torch and the ABI allocate are), else one a value.
+template <typename T>
+__device__ __forceinline__ void store8(T* to, const float (&x)[8]) {
+  if (reinterpret_cast<uintptr_t>(to) % 16 != 0) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) to[e] = T(x[e]);
+  } else if constexpr (std::is_same_v<T, float>) {
+    reinterpret_cast<float4*>(to)[0] = make_float4(x[0], x[1], x[2], x[3]);
+    reinterpret_cast<float4*>(to)[1] = make_float4(x[4], x[5], x[6], x[7]);
+  } else {
+    *reinterpret_cast<uint4*>(to) = make_uint4(pack2<T>(x[0], x[1]), pack2<T>(x[2], x[3]), pack2<T>(x[4], x[5]),
+                                               pack2<T>(x[6], x[7]));
+  }
 }
 
 // ---- split: one CTA per (8 or 16 packed query rows, split, kv head, batch)
@@ -399,31 +420,42 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
     const int row = idx / (D / 8), c0 = (idx % (D / 8)) * 8;
     const int pr = chunk * kCtaRows + row;
     if (pr >= rows || c0 >= p.head_dim) continue;
-    float m = -INFINITY;
-    for (int w = 0; w < kWarps; ++w)
-      if (sL[w * kRows + row] > 0.f) m = fmaxf(m, sM[w * kRows + row]);
-    float l = 0.f, o[8] = {};
-    for (int w = 0; w < kWarps; ++w) {
-      const float lw = sL[w * kRows + row];
-      if (lw <= 0.f) continue;
-      const float f = exp2_fast(sM[w * kRows + row] - m);
-      l += f * lw;
+    // Every warp's m, l and 8 columns of O read at once (v9: the reads no longer wait on each other's
+    // branches); a warp that saw no key of the row has l = 0 and weighs nothing.
+    float mw[kWarps], lw[kWarps];
+    float4 ow[kWarps][2];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) o[e] += f * sO[(w * kRows + row) * D + c0 + e];
+    for (int w = 0; w < kWarps; ++w) {
+      mw[w] = sM[w * kRows + row];
+      lw[w] = sL[w * kRows + row];
+      const float4* from = reinterpret_cast<const float4*>(sO + (w * kRows + row) * D + c0);
+      ow[w][0] = from[0];
+      ow[w][1] = from[1];
+    }
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m = lw[w] > 0.f ? fmaxf(m, mw[w]) : m;
+    float l = 0.f, o[8] = {};
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float f = lw[w] > 0.f ? exp2_fast(mw[w] - m) : 0.f;
+      const float x[8] = {ow[w][0].x, ow[w][0].y, ow[w][0].z, ow[w][0].w,
+                          ow[w][1].x, ow[w][1].y, ow[w][1].z, ow[w][1].w};
+      l += f * lw[w];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[e] += f * x[e];
     }
     const float inv = l > 0.f ? 1.f / l : 0.f;
     const float lse = l > 0.f ? m * kLn2 + logf(l) : -INFINITY;  // m is in log2 units
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[e] *= inv;
     const int i = pr / group, h = g * group + pr % group;
     const int64_t out_row = (int64_t(b) * p.q_len + i) * p.heads_q + h;  // (batch, q_len, heads_q)
     if (p.num_splits == 1) {
-      T* o_out = static_cast<T*>(p.o) + out_row * p.head_dim + c0;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) o_out[e] = T(o[e] * inv);
+      store8(static_cast<T*>(p.o) + out_row * p.head_dim + c0, o);
       if (c0 == 0) p.lse[(int64_t(b) * p.heads_q + h) * p.q_len + i] = lse;
     } else {
-      float* o_out = sc.o_part + (int64_t(split) * all_rows + out_row) * p.head_dim + c0;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) o_out[e] = o[e] * inv;
+      store8(sc.o_part + (int64_t(split) * all_rows + out_row) * p.head_dim + c0, o);
       if (c0 == 0) sc.lse_part[int64_t(split) * all_rows + out_row] = lse;
     }
   }
@@ -440,7 +472,8 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
 // splits at a time, 17 us; v3: a thread a column, the weights first from three passes over the LSEs,
 // then the columns eight splits at a time, 15.9 us at batch 1 x 8k, 32 splits, against cuDNN's 5.2 us.)
 constexpr int kMaxSplits = 128;
-constexpr int kCombineThreads = kDecodeCombineThreads;  // shapes.hpp: the simulator counts its steps by it
+constexpr int kCombineThreads = kDecodeCombineThreads;  // shapes.hpp: the simulator counts its steps by them
+constexpr int kCombineAtOnce = kDecodeCombineSplitsAtOnce;
 
 struct Merge {  // running max m, weight l = sum exp(x_s - m) w_s, acc = sum exp(x_s - m) a_s (4 columns)
   float m = -INFINITY, l = 0.f;
@@ -471,9 +504,21 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const DecodePa
 #endif
   Merge mine;
   if (group < groups) {
-#pragma unroll 4
-    for (int s = group; s < p.num_splits; s += groups)
-      mine.add(sc.lse_part[s * all_rows + row], 1.f, part[s * split_stride / 4]);
+    // Four of the thread's splits at a time, their loads in flight together (v9; until v8 each split waited
+    // for the merge of the one before: a round trip, 0.4 us, a split of the thread, bench/decode_timeline.py).
+    for (int s0 = group; s0 < p.num_splits; s0 += kCombineAtOnce * groups) {
+      float x[kCombineAtOnce];
+      float4 a[kCombineAtOnce];
+#pragma unroll
+      for (int k = 0; k < kCombineAtOnce; ++k) {
+        const int s = s0 + k * groups;
+        const bool ok = s < p.num_splits;
+        x[k] = ok ? sc.lse_part[s * all_rows + row] : -INFINITY;
+        a[k] = ok ? part[s * split_stride / 4] : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int k = 0; k < kCombineAtOnce; ++k) mine.add(x[k], 1.f, a[k]);
+    }
   }
   s_m[threadIdx.x] = mine.m;
   s_l[threadIdx.x] = mine.l;
