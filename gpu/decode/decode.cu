@@ -464,10 +464,11 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
 // ---- combine: one CTA a (batch, query, head) row. Its 256 threads split the row as (column group of 4,
 // split group): thread t takes columns 4 (t % C4) .. + 3 (C4 = head_dim / 4 groups) of the splits
 // t / C4, t / C4 + G, ... (G = 256 / C4 split groups), and merges them with the online-softmax rule as it
-// goes: a running max m of the splits' LSEs, l = sum exp(LSE_s - m), acc = sum exp(LSE_s - m) O_s. No
-// value waits for another row's or split's, so every thread's loads of its splits' LSEs and O_s are in
-// flight together: one round trip to L2, where the split kernel has just written them. The G partial
-// merges then meet in shared memory: O = acc / l and LSE = m + ln l over the groups.
+// goes: a running max m of the splits' LSEs, l = sum exp(LSE_s - m), acc = sum exp(LSE_s - m) O_s. A
+// thread loads four of its splits' LSEs and O_s at once, then merges them: a round trip to L2 (where the
+// split kernel has just written them) for every four (v4-v8 loaded one split after the merge of the one
+// before: a round trip each, 0.4 us, which bench/decode_timeline.py found). The G partial merges then meet
+// in shared memory: O = acc / l and LSE = m + ln l over the groups.
 // (v1: a warp a row, a chain of dependent reads, 48 us at 32 splits under ncu; v2: a warp a row, four
 // splits at a time, 17 us; v3: a thread a column, the weights first from three passes over the LSEs,
 // then the columns eight splits at a time, 15.9 us at batch 1 x 8k, 32 splits, against cuDNN's 5.2 us.)
