@@ -29,6 +29,7 @@ import flashlab
 from flashlab import _abi
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from decode_ab import caches_for  # noqa: E402
 from decode_compare import layers_s  # noqa: E402
 
 CTAS, SPLIT_FIELDS, COMBINE_FIELDS = 4096, 10, 7  # the patch's arrays
@@ -43,25 +44,31 @@ def main():
     ap.add_argument("probe_lib")
     ap.add_argument("--shapes", default="1x1024,1x8192,1x16384,1x65536,8x1024,8x8192,64x1024")
     args = ap.parse_args()
-    lib = _abi.load(args.probe_lib)
+    try:
+        shapes = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")]
+    except ValueError:
+        ap.error("--shapes is batch x cache_len, ... (integers)")
+    if any(len(sh) != 2 or min(sh) < 1 for sh in shapes):
+        ap.error("--shapes is batch x cache_len, ... (positive)")
+    try:
+        lib = _abi.load(args.probe_lib)
+        dump = lib.flashlab_decode_probe_dump
+    except _abi.FlashlabError as e:
+        sys.exit(f"decode_timeline: {e}")
+    except AttributeError:
+        sys.exit(f"decode_timeline: {args.probe_lib} has no probe (build it with bench/patches/decode-timeline.patch)")
     _abi._lib = lib
-    dump = lib.flashlab_decode_probe_dump
     dump.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t]
     split = np.zeros((CTAS, SPLIT_FIELDS), dtype=np.uint64)
     comb = np.zeros((CTAS, COMBINE_FIELDS), dtype=np.uint64)
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     print(f"{torch.cuda.get_device_name()}: times in us from the split kernel's first CTA start; "
           "p50 [p10, p90] over CTAs")
-    for shape in args.shapes.split(","):
-        batch, cache_len = map(int, shape.split("x"))
+    for batch, cache_len in shapes:
         torch.manual_seed(0)
         cache_bytes = 2 * batch * cache_len * 8 * 128 * 2
         copies = max(2, -(-4 * l2 // cache_bytes))
-        caches = []
-        for _ in range(copies):
-            q = torch.randn(batch, 1, 32, 128, device="cuda", dtype=torch.bfloat16)
-            k = torch.randn(batch, cache_len, 8, 128, device="cuda", dtype=torch.bfloat16)
-            caches.append((q, k, torch.randn_like(k)))
+        caches = [c[:3] for c in caches_for(batch, cache_len, 0, copies, 128)]  # (q, k, v), contiguous
         lens = torch.full((batch,), cache_len, dtype=torch.int32, device="cuda")
         call_s, _ = layers_s([lambda c=c: flashlab.flash_attn_with_kvcache(*c, cache_seqlens=lens) for c in caches])
         splits = flashlab.flash_attn_with_kvcache.last_num_splits
