@@ -25,28 +25,8 @@ import flashlab
 from flashlab import _abi
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decode_compare import copy_rate, layers_s, write_csv  # noqa: E402
+from decode_compare import caches_for, copy_rate, layers_s, write_csv  # noqa: E402
 from decode_splits import best_sdpa_s  # noqa: E402
-
-
-def caches_for(batch, cache_len, paged, copies, d):
-    """`copies` distinct (q, k, v, block_table, k_sdpa, v_sdpa) of one shape; the same keys paged or not."""
-    out = []
-    for _ in range(copies):
-        q = torch.randn(batch, 1, 32, d, device="cuda", dtype=torch.bfloat16)
-        kc = torch.randn(batch, cache_len, 8, d, device="cuda", dtype=torch.bfloat16)
-        vc = torch.randn_like(kc)
-        if not paged:
-            out.append((q, kc, vc, None, kc, vc))
-            continue
-        pages = cache_len // paged
-        table = torch.randperm(batch * pages, device="cuda", dtype=torch.int32).reshape(batch, pages)
-        kf = torch.empty(batch * pages, paged, 8, d, device="cuda", dtype=kc.dtype)
-        vf = torch.empty_like(kf)
-        kf[table.flatten().long()] = kc.reshape(batch * pages, paged, 8, d)
-        vf[table.flatten().long()] = vc.reshape(batch * pages, paged, 8, d)
-        out.append((q, kf, vf, table, kc, vc))
-    return out
 
 
 def ours(c, lens):

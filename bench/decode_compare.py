@@ -121,6 +121,30 @@ def copy_rate():
     return 2 * src.numel() / t
 
 
+def paged_like(kc, vc, page_size):
+    """The same keys and values in pages of `page_size` through a shuffled block table: (table, k_pages, v_pages)."""
+    batch, cache_len, hk, d = kc.shape
+    pages = cache_len // page_size
+    table = torch.randperm(batch * pages, device="cuda", dtype=torch.int32).reshape(batch, pages)
+    kf = torch.empty(batch * pages, page_size, hk, d, device="cuda", dtype=kc.dtype)
+    vf = torch.empty_like(kf)
+    kf[table.flatten().long()] = kc.reshape(batch * pages, page_size, hk, d)
+    vf[table.flatten().long()] = vc.reshape(batch * pages, page_size, hk, d)
+    return table, kf, vf
+
+
+def caches_for(batch, cache_len, paged, copies, d, heads=32, kv_heads=8):
+    """`copies` distinct (q, k, v, block_table, k_sdpa, v_sdpa) of one shape, bf16; the same keys paged (pages of
+    `paged`) or not (0)."""
+    out = []
+    for _ in range(copies):
+        q = torch.randn(batch, 1, heads, d, device="cuda", dtype=torch.bfloat16)
+        kc = torch.randn(batch, cache_len, kv_heads, d, device="cuda", dtype=torch.bfloat16)
+        vc = torch.randn_like(kc)
+        out.append((q, *paged_like(kc, vc, paged), kc, vc) if paged else (q, kc, vc, None, kc, vc))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -157,12 +181,7 @@ def main():
             kw = {}
             kf, vf = kc, vc  # what flashlab reads: the same keys, paged through a shuffled block table
             if args.paged:
-                pages = cache_len // args.paged
-                table = torch.randperm(batch * pages, device="cuda", dtype=torch.int32).reshape(batch, pages)
-                kf = torch.empty(batch * pages, args.paged, hk, d, device="cuda", dtype=kc.dtype)
-                vf = torch.empty_like(kf)
-                kf[table.flatten().long()] = kc.reshape(batch * pages, args.paged, hk, d)
-                vf[table.flatten().long()] = vc.reshape(batch * pages, args.paged, hk, d)
+                table, kf, vf = paged_like(kc, vc, args.paged)
                 kw["block_table"] = table
             ours = flashlab.flash_attn_with_kvcache(q, kf, vf, cache_seqlens=lens, **kw)
             splits = flashlab.flash_attn_with_kvcache.last_num_splits

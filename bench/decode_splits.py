@@ -22,7 +22,7 @@ from torch.nn.attention import sdpa_kernel
 import flashlab
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decode_compare import BACKENDS, layers_s, median_s, write_csv  # noqa: E402
+from decode_compare import BACKENDS, caches_for, layers_s, median_s, write_csv  # noqa: E402
 
 
 def best_sdpa_s(clock, caches):
@@ -51,6 +51,13 @@ def main():
     args = ap.parse_args()
     if args.hdim < 8 or args.hdim > 256 or args.hdim % 8:
         ap.error("--hdim is a multiple of 8 up to 256")
+    try:
+        shapes = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")]
+        splits = sorted(set(int(s) for s in args.splits.split(",")))
+    except ValueError:
+        ap.error("--shapes is batch x cache_len, ... and --splits a list of integers")
+    if any(len(sh) != 2 or min(sh) < 1 for sh in shapes) or min(splits) < 1 or max(splits) > 128:
+        ap.error("--shapes is batch x cache_len, ... (positive); --splits 1 .. 128")
     d = args.hdim
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     if args.clock == "layers":
@@ -61,21 +68,16 @@ def main():
             return median_s(fns[0])
     dev = torch.cuda.get_device_name()
     rows = []
-    for shape in args.shapes.split(","):
-        batch, cache_len = map(int, shape.split("x"))
+    for batch, cache_len in shapes:
         torch.manual_seed(0)
         cache_bytes = 2 * batch * cache_len * 8 * d * 2
         copies = 1 if args.clock == "do_bench" else max(1, -(-4 * l2 // cache_bytes))
-        caches = []
-        for _ in range(copies):
-            q = torch.randn(batch, 1, 32, d, device="cuda", dtype=torch.bfloat16)
-            kc = torch.randn(batch, cache_len, 8, d, device="cuda", dtype=torch.bfloat16)
-            caches.append((q, kc, torch.randn_like(kc)))
+        caches = [c[:3] for c in caches_for(batch, cache_len, 0, copies, d)]
         lens = torch.full((batch,), cache_len, dtype=torch.int32, device="cuda")
         sdpa = best_sdpa_s(clock, [tuple(x.transpose(1, 2) for x in c) for c in caches])
         flashlab.flash_attn_with_kvcache(*caches[0], cache_seqlens=lens)
         picked = flashlab.flash_attn_with_kvcache.last_num_splits
-        counts = sorted(set(int(s) for s in args.splits.split(",")) | {picked})
+        counts = sorted(set(splits) | {picked})
         for splits in counts:
             t = clock([lambda c=c: flashlab.flash_attn_with_kvcache(*c, cache_seqlens=lens, num_splits=splits)
                        for c in caches])

@@ -29,8 +29,7 @@ import flashlab
 from flashlab import _abi
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decode_ab import caches_for  # noqa: E402
-from decode_compare import layers_s  # noqa: E402
+from decode_compare import caches_for, layers_s  # noqa: E402
 
 CTAS, SPLIT_FIELDS, COMBINE_FIELDS = 4096, 10, 7  # the patch's arrays
 

@@ -155,8 +155,10 @@ constexpr double kDecodeCombineStepS = 0.40e-6;
 // them, then takes the next four (v8 loaded one split a step).
 constexpr int kDecodeCombineThreads = 256;
 constexpr int kDecodeCombineSplitsAtOnce = 4;
+// Its split groups: the threads a column group of 4 (of head_dim / 4) has, each merging its own splits.
+constexpr int decode_combine_groups(int head_dim) { return kDecodeCombineThreads / (head_dim / 4); }
 constexpr int decode_combine_steps(int splits, int head_dim) {
-  const int groups = kDecodeCombineThreads / (head_dim / 4), at_once = groups * kDecodeCombineSplitsAtOnce;
+  const int at_once = decode_combine_groups(head_dim) * kDecodeCombineSplitsAtOnce;
   return (splits + at_once - 1) / at_once;
 }
 
@@ -169,6 +171,13 @@ constexpr double kDecodeHbmAchievable = 0.9;
 // one or two 8-column tiles of the transposed MMAs, 8 where they fit) and walks its split's keys in 32-key
 // blocks, a block a warp (block_n = 32 x warps keys a step), each warp with its own K/V stages; at the end the
 // warps' (m, l, O) merge through shared memory.
+// A kv head's packed query rows (q_len x its group's query heads) are cut into chunks of 8 where they fit one
+// 8-column MMA tile, else of 16 (two tiles): one CTA a (chunk, split, kv head, entry). Called by the kernel, its
+// launch and the simulator alike.
+constexpr int decode_cta_rows(int packed_rows) { return packed_rows <= 8 ? 8 : 16; }
+constexpr int decode_row_chunks(int packed_rows) {
+  return (packed_rows + decode_cta_rows(packed_rows) - 1) / decode_cta_rows(packed_rows);
+}
 constexpr int decode_split_smem_bytes(int d, int warps, int stages) {
   const int kv = warps * stages * 2 * 32 * d * 2;  // the warps' K and V stages
   const int merge = warps * 16 * (2 + d) * 4;      // then the merge's m, l and O (fp32), over them

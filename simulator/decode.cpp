@@ -123,8 +123,8 @@ void fill(DecodeEstimate& e, const SplitCounts& c, const Timing& t) {
 
 // ---- flashlab's decode kernel (gpu/decode/decode.cu), `--impl flashlab`.
 
-// The kernel's view: every kv head's query rows (q_len x its group's query heads) packed into 16-row chunks,
-// one CTA a (chunk, split, kv head, entry). Decode queries sit at the cache's end, so the causal edge masks
+// The kernel's view: every kv head's query rows (q_len x its group's query heads) packed into chunks of 8 or
+// 16 rows (gpu/shapes.hpp decode_row_chunks), one CTA a (chunk, split, kv head, entry). Decode queries sit at the cache's end, so the causal edge masks
 // keys inside the last block only: the view reads the blocks a non-causal one does.
 KernelView packed_rows(const DecodeProblem& d) {
   KernelView v{d, d.heads_kv, d.heads_q > d.heads_kv};
@@ -189,7 +189,7 @@ DecodeEstimate estimate_flashlab(DecodeProblem d, const GpuSpec& g) {
                 " has");
   const int64_t slots = int64_t(g.sm_count) * per_sm;
   const KernelView v0 = packed_rows(d);
-  const int64_t chunks = ceil_div(v0.d.q_len, shape.block_m);
+  const int64_t chunks = gpu::decode_row_chunks(int(v0.d.q_len));
   DecodeEstimate e;
   e.impl = "flashlab";
   e.heuristic_splits = gpu::decode_splits_for(shape, d.batch * v0.heads * chunks, slots, d.max_seqlen_k(), g.hbm_bandwidth);

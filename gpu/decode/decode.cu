@@ -208,11 +208,9 @@ __device__ __forceinline__ void store8(T* to, const float (&x)[8]) {
 // The packed rows of a kv head (its group's query heads times q_len) are the MMAs' N: 8 a tile, one tile
 // where they fit (GQA up to 8:1 at q_len 1), else two (kQT). The keys are the M: S^T = K Q^T, then
 // O^T += V^T P^T, P^T's B fragments transposed out of S^T's accumulators (mma.cuh c_to_b_trans).
-constexpr int cta_rows(int rows) { return rows <= 8 ? 8 : 16; }
-inline int row_chunks_of(const DecodeParams& p) {
-  const int rows = p.q_len * (p.heads_q / p.heads_kv);
-  return (rows + cta_rows(rows) - 1) / cta_rows(rows);
-}
+// The rows' chunks a kv head has: shapes.hpp decode_row_chunks (8 rows where they fit, else 16).
+inline int packed_rows_of(const DecodeParams& p) { return p.q_len * (p.heads_q / p.heads_kv); }
+inline int row_chunks_of(const DecodeParams& p) { return decode_row_chunks(packed_rows_of(p)); }
 
 template <int D, typename T, bool kSoftcap, int kQT>
 __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const DecodeParams p) {
@@ -231,7 +229,7 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   const int group = p.heads_q / p.heads_kv, rows = p.q_len * group;
-  const int row_chunks = (rows + kCtaRows - 1) / kCtaRows;
+  const int row_chunks = decode_row_chunks(rows);  // the launch picked kQT by decode_cta_rows(rows)
   const int chunk = blockIdx.x % row_chunks, split = blockIdx.x / row_chunks;
   const int g = blockIdx.y, b = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, key_row = lane / 4, qcol = (lane % 4) * 2;
@@ -496,7 +494,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(const DecodePa
   const int64_t all_rows = int64_t(p.batch) * p.q_len * p.heads_q;
   const int64_t row = blockIdx.x;
   const Scratch<T> sc = scratch_of<T>(p);
-  const int c4 = p.head_dim / 4, groups = kCombineThreads / c4;
+  const int c4 = p.head_dim / 4, groups = decode_combine_groups(p.head_dim);
   const int col = threadIdx.x % c4, group = threadIdx.x / c4;
   const int64_t split_stride = all_rows * p.head_dim;
   const float4* part = reinterpret_cast<const float4*>(sc.o_part + row * p.head_dim) + col;
@@ -581,7 +579,7 @@ constexpr size_t split_smem() {
 }
 template <int D, typename T>
 auto split_kernel_for(bool softcap, int rows) {
-  auto kernel = cta_rows(rows) == 8 ? (softcap ? split_kernel<D, T, true, 1> : split_kernel<D, T, false, 1>)
+  auto kernel = decode_cta_rows(rows) == 8 ? (softcap ? split_kernel<D, T, true, 1> : split_kernel<D, T, false, 1>)
                                     : (softcap ? split_kernel<D, T, true, 2> : split_kernel<D, T, false, 2>);
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(split_smem<D, T>())));
   return kernel;
@@ -608,7 +606,7 @@ double hbm_peak_bytes_per_s() {
 template <int D, typename T>
 void launch_split(const DecodeParams& p, cudaStream_t stream) {
   constexpr size_t smem = split_smem<D, T>();
-  auto kernel = split_kernel_for<D, T>(p.softcap > 0.f, p.q_len * (p.heads_q / p.heads_kv));
+  auto kernel = split_kernel_for<D, T>(p.softcap > 0.f, packed_rows_of(p));
   kernel<<<dim3(row_chunks_of(p) * p.num_splits, p.heads_kv, p.batch), 32 * split_warps<D>(), smem, stream>>>(p);
   FLASHLAB_CUDA_LAUNCHED();
 }
