@@ -141,7 +141,11 @@ def caches_for(batch, cache_len, paged, copies, d, heads=32, kv_heads=8):
         q = torch.randn(batch, 1, heads, d, device="cuda", dtype=torch.bfloat16)
         kc = torch.randn(batch, cache_len, kv_heads, d, device="cuda", dtype=torch.bfloat16)
         vc = torch.randn_like(kc)
-        out.append((q, *paged_like(kc, vc, paged), kc, vc) if paged else (q, kc, vc, None, kc, vc))
+        if not paged:
+            out.append((q, kc, vc, None, kc, vc))
+            continue
+        table, kf, vf = paged_like(kc, vc, paged)
+        out.append((q, kf, vf, table, kc, vc))
     return out
 
 

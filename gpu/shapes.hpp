@@ -178,9 +178,12 @@ constexpr int decode_cta_rows(int packed_rows) { return packed_rows <= 8 ? 8 : 1
 constexpr int decode_row_chunks(int packed_rows) {
   return (packed_rows + decode_cta_rows(packed_rows) - 1) / decode_cta_rows(packed_rows);
 }
+// The merge's O rows in shared memory: d floats padded by 4, so that a warp's stores of its accumulators meet
+// 32 banks (decode.cu's merge, v10).
+constexpr int decode_merge_o_row(int d) { return d + 4; }
 constexpr int decode_split_smem_bytes(int d, int warps, int stages) {
-  const int kv = warps * stages * 2 * 32 * d * 2;  // the warps' K and V stages
-  const int merge = warps * 16 * (2 + d) * 4;      // then the merge's m, l and O (fp32), over them
+  const int kv = warps * stages * 2 * 32 * d * 2;                  // the warps' K and V stages
+  const int merge = warps * 16 * (2 + decode_merge_o_row(d)) * 4;  // then the merge's m, l and O (fp32), over them
   return 16 * d * 2 + (kv > merge ? kv : merge);   // after Q
 }
 constexpr TileShape decode_split_shape(int head_dim) {

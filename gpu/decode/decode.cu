@@ -59,6 +59,9 @@
 //       process (decode-ab-h200-2026-11-29-v9*.csv): x1.000-1.057 (batch 1 x 1k x1.057, 8k x1.020, d = 64 x1.048,
 //       d = 256 x1.01-1.04); the sweep (decode-h200-2026-11-29-v9-*.csv) 1.00-1.05x the best SDPA backend from 8k
 //       keys contiguous, 0.99-1.01x paged.
+//   v10 the merge's shared O rows padded to D + 4 floats (its stores free of bank conflicts). Against v9 in one
+//       process, both orders (decode-ab-h200-2026-11-29-v10-*.csv): d = 128 x1.003-1.020 (batch 1 x 1k x1.02,
+//       8k x1.01), paged 256 x1.004-1.020, d = 256 x1.002-1.013, d = 64 x0.995-1.002.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -392,10 +395,14 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
   __syncthreads();  // every warp is done with its K/V buffers: they hold the merge now
 
   // Merge the warps: each writes m (scaled), l and O for its columns; then each thread of the CTA
-  // finishes (row, 8 columns) chunks.
+  // finishes (row, 8 columns) chunks, the chunk's real rows only. O's rows are kORow floats apart (D + 4,
+  // shapes.hpp decode_merge_o_row): a warp's store puts its eight key rows' lanes and its four column pairs
+  // in 32 different banks (rows D apart put the four pairs in one bank: 4-way conflicts, v9). The padding
+  // columns are stored too: skipping them (a branch on the lane's column) cost d = 64 up to 1.7% (v10's try).
+  constexpr int kORow = decode_merge_o_row(D);
   float* sM = reinterpret_cast<float*>(sKV);   // (warps, 16)
   float* sL = sM + kWarps * kRows;             // (warps, 16)
-  float* sO = sL + kWarps * kRows;             // (warps, 16, D)
+  float* sO = sL + kWarps * kRows;             // (warps, 16, kORow)
 #pragma unroll
   for (int qt = 0; qt < kQT; ++qt)
 #pragma unroll
@@ -408,16 +415,17 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
       }
 #pragma unroll
       for (int dt = 0; dt < kDT; ++dt) {
-        sO[(warp * kRows + row) * D + 16 * dt + key_row] = acc_o[dt][qt][i];
-        sO[(warp * kRows + row) * D + 16 * dt + key_row + 8] = acc_o[dt][qt][i + 2];
+        sO[(warp * kRows + row) * kORow + 16 * dt + key_row] = acc_o[dt][qt][i];
+        sO[(warp * kRows + row) * kORow + 16 * dt + key_row + 8] = acc_o[dt][qt][i + 2];
       }
     }
   __syncthreads();
   const int64_t all_rows = int64_t(p.batch) * p.q_len * p.heads_q;
-  for (int idx = threadIdx.x; idx < kCtaRows * (D / 8); idx += kThreads) {
+  const int chunk_rows = min(kCtaRows, rows - chunk * kCtaRows);
+  for (int idx = threadIdx.x; idx < chunk_rows * (D / 8); idx += kThreads) {
     const int row = idx / (D / 8), c0 = (idx % (D / 8)) * 8;
     const int pr = chunk * kCtaRows + row;
-    if (pr >= rows || c0 >= p.head_dim) continue;
+    if (c0 >= p.head_dim) continue;
     // Every warp's m, l and 8 columns of O read at once (v9: the reads no longer wait on each other's
     // branches); a warp that saw no key of the row has l = 0 and weighs nothing.
     float mw[kWarps], lw[kWarps];
@@ -426,7 +434,7 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
     for (int w = 0; w < kWarps; ++w) {
       mw[w] = sM[w * kRows + row];
       lw[w] = sL[w * kRows + row];
-      const float4* from = reinterpret_cast<const float4*>(sO + (w * kRows + row) * D + c0);
+      const float4* from = reinterpret_cast<const float4*>(sO + (w * kRows + row) * kORow + c0);
       ow[w][0] = from[0];
       ow[w][1] = from[1];
     }
@@ -572,7 +580,7 @@ template <int D, typename T>
 constexpr size_t split_smem() {
   constexpr size_t kv = split_kv_bytes<D>();
   static_assert(double(kv) == decode_stage_bytes(decode_split_shape(D)), "the stages are the shape's");
-  constexpr size_t merge = size_t(split_warps<D>()) * kRows * (2 + D) * sizeof(float);
+  constexpr size_t merge = size_t(split_warps<D>()) * kRows * (2 + decode_merge_o_row(D)) * sizeof(float);
   constexpr size_t bytes = size_t(kRows) * D * sizeof(T) + (kv > merge ? kv : merge);
   static_assert(bytes == size_t(decode_split_shape(D).smem_bytes), "the kernel's shared memory is its shape's");
   return bytes;
