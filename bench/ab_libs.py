@@ -8,12 +8,19 @@ anchors' setup (batch * seqlen = 16384 tokens, heads * head_dim = 2048) with tri
 outputs are checked against each other. Prints one line a shape and writes a CSV.
 
 Usage: python3 bench/ab_libs.py A.so B.so OUT.csv [--seqlens 1024,8192] [--hdims 64,128,256]
-                                [--passes fwd,fwd+bwd] [--kernel fa2|fa3] [--deterministic]
+                                [--passes fwd,fwd+bwd] [--kernel fa2|fa3] [--deterministic] [--rounds 4]
 With --kernel fa3 (an H100/H200) SDPA's cuDNN backend is timed too.
+
+A call's place in the order of timing biases it: timed right after A, B read 1-3% slower in every pair of
+builds on the H200 (gpu/HISTORY.md), so A/B runs were made twice, the libraries' order swapped, and the
+geometric mean read. --rounds N times every call N times, each round starting one call later (a, b, flash,
+cudnn; then b, flash, cudnn, a; ...), and keeps each call's median: with N a multiple of the calls (4 with
+fa3, 3 with fa2) every call takes every place equally often, in one run.
 """
 import argparse
 import csv
 import os
+import statistics
 import sys
 
 import torch
@@ -35,14 +42,17 @@ def main():
     ap.add_argument("--passes", default="fwd,fwd+bwd")
     ap.add_argument("--kernel", default="fa2", choices=["fa2", "fa3"])
     ap.add_argument("--deterministic", action="store_true", help="both libraries' deterministic backward")
+    ap.add_argument("--rounds", type=int, default=1, help="time each call this many times in rotating order")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds is 1 or more")
     libs = {"a": load(args.a), "b": load(args.b)}  # side by side: fa2_abi.load loads RTLD_LOCAL
     rows = []
     for pas in args.passes.split(","):
         for d in map(int, args.hdims.split(",")):
             for s in map(int, args.seqlens.split(",")):
                 for causal in (False, True):
-                    rows.append(measure(libs, pas, d, s, causal, args.kernel, args.deterministic))
+                    rows.append(measure(libs, pas, d, s, causal, args.kernel, args.deterministic, args.rounds))
                     torch.cuda.empty_cache()
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -50,7 +60,7 @@ def main():
         w.writerows(rows)
 
 
-def measure(libs, pas, d, s, causal, kernel, deterministic=False):
+def measure(libs, pas, d, s, causal, kernel, deterministic=False, rounds=1):
     b, h = 16384 // s, 2048 // d
     gen = torch.Generator(device="cuda").manual_seed(s + d)
     q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16, generator=gen) for _ in range(4))
@@ -83,10 +93,15 @@ def measure(libs, pas, d, s, causal, kernel, deterministic=False):
     diff = max((x.float() - y.float()).abs().max().item() for x, y in zip(outs["a"][:n], outs["b"][:n]))
     flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0) * (1.0 if pas == "fwd" else 3.5)
     leaves = [qt, kt, vt] if pas != "fwd" else None
-    tf = {name: flops / (triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median",
-                                                  grad_to_none=leaves) * 1e-3) / 1e12
-          for name, fn in calls.items()}
-    row = {"pass": pas, "deterministic": int(deterministic), "hdim": d, "seqlen": s, "causal": int(causal), "a_tflops": tf["a"], "b_tflops": tf["b"],
+    names = list(calls)
+    ms = {name: [] for name in names}
+    for r in range(rounds):  # round r starts at call r (mod the calls): see --rounds
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            ms[name].append(triton.testing.do_bench(calls[name], warmup=25, rep=100, return_mode="median",
+                                                    grad_to_none=leaves))
+    tf = {name: flops / (statistics.median(ms[name]) * 1e-3) / 1e12 for name in names}
+    row = {"pass": pas, "deterministic": int(deterministic), "rounds": rounds, "hdim": d, "seqlen": s,
+           "causal": int(causal), "a_tflops": tf["a"], "b_tflops": tf["b"],
            "flash_tflops": tf["flash"], "b_over_a": tf["b"] / tf["a"], "a_vs_flash": tf["a"] / tf["flash"],
            "b_vs_flash": tf["b"] / tf["flash"], "max_abs_diff_a_b": diff}
     if "cudnn" in tf:
