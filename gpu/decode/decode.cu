@@ -212,7 +212,7 @@ __device__ __forceinline__ void store8(T* to, const float (&x)[8]) {
 // where they fit (GQA up to 8:1 at q_len 1), else two (kQT). The keys are the M: S^T = K Q^T, then
 // O^T += V^T P^T, P^T's B fragments transposed out of S^T's accumulators (mma.cuh c_to_b_trans).
 // The rows' chunks a kv head has: shapes.hpp decode_row_chunks (8 rows where they fit, else 16).
-inline int packed_rows_of(const DecodeParams& p) { return p.q_len * (p.heads_q / p.heads_kv); }
+__host__ __device__ inline int packed_rows_of(const DecodeParams& p) { return p.q_len * (p.heads_q / p.heads_kv); }
 inline int row_chunks_of(const DecodeParams& p) { return decode_row_chunks(packed_rows_of(p)); }
 
 template <int D, typename T, bool kSoftcap, int kQT>
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
   // this grid streams, and wait in griddepcontrol.wait until it has finished and its partials are visible.
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  const int group = p.heads_q / p.heads_kv, rows = p.q_len * group;
+  const int group = p.heads_q / p.heads_kv, rows = packed_rows_of(p);
   const int row_chunks = decode_row_chunks(rows);  // the launch picked kQT by decode_cta_rows(rows)
   const int chunk = blockIdx.x % row_chunks, split = blockIdx.x / row_chunks;
   const int g = blockIdx.y, b = blockIdx.z;
@@ -587,8 +587,9 @@ constexpr size_t split_smem() {
 }
 template <int D, typename T>
 auto split_kernel_for(bool softcap, int rows) {
-  auto kernel = decode_cta_rows(rows) == 8 ? (softcap ? split_kernel<D, T, true, 1> : split_kernel<D, T, false, 1>)
-                                    : (softcap ? split_kernel<D, T, true, 2> : split_kernel<D, T, false, 2>);
+  auto kernel = decode_cta_rows(rows) == 8
+                    ? (softcap ? split_kernel<D, T, true, 1> : split_kernel<D, T, false, 1>)
+                    : (softcap ? split_kernel<D, T, true, 2> : split_kernel<D, T, false, 2>);
   FLASHLAB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(split_smem<D, T>())));
   return kernel;
 }
