@@ -30,6 +30,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fa2_abi import Fa2, load  # noqa: E402
+from rounds import rotating  # noqa: E402
 
 
 def main():
@@ -93,13 +94,11 @@ def measure(libs, pas, d, s, causal, kernel, deterministic=False, rounds=1):
     diff = max((x.float() - y.float()).abs().max().item() for x, y in zip(outs["a"][:n], outs["b"][:n]))
     flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0) * (1.0 if pas == "fwd" else 3.5)
     leaves = [qt, kt, vt] if pas != "fwd" else None
-    names = list(calls)
-    ms = {name: [] for name in names}
-    for r in range(rounds):  # round r starts at call r (mod the calls): see --rounds
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            ms[name].append(triton.testing.do_bench(calls[name], warmup=25, rep=100, return_mode="median",
-                                                    grad_to_none=leaves))
-    tf = {name: flops / (statistics.median(ms[name]) * 1e-3) / 1e12 for name in names}
+    ms = {name: [] for name in calls}
+    for name in rotating(calls, rounds):  # see --rounds
+        ms[name].append(triton.testing.do_bench(calls[name], warmup=25, rep=100, return_mode="median",
+                                                grad_to_none=leaves))
+    tf = {name: flops / (statistics.median(ms[name]) * 1e-3) / 1e12 for name in calls}
     row = {"pass": pas, "deterministic": int(deterministic), "rounds": rounds, "hdim": d, "seqlen": s,
            "causal": int(causal), "a_tflops": tf["a"], "b_tflops": tf["b"],
            "flash_tflops": tf["flash"], "b_over_a": tf["b"] / tf["a"], "a_vs_flash": tf["a"] / tf["flash"],

@@ -27,6 +27,7 @@ from flashlab import _abi
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from decode_compare import caches_for, copy_rate, layers_s, write_csv  # noqa: E402
 from decode_splits import best_sdpa_s  # noqa: E402
+from rounds import rotating  # noqa: E402
 
 
 def ours(c, lens):
@@ -87,11 +88,9 @@ def main():
                 _abi._lib = lib
                 outs.append(ours(caches[0], lens)())
                 splits.append(flashlab.flash_attn_with_kvcache.last_num_splits)
-            for r in range(args.rounds):
-                for k in range(len(libs)):
-                    i = (k + r) % len(libs)
-                    _abi._lib = libs[i]
-                    times[i].append(layers_s([ours(c, lens) for c in caches])[0])
+            for i in rotating(range(len(libs)), args.rounds):
+                _abi._lib = libs[i]
+                times[i].append(layers_s([ours(c, lens) for c in caches])[0])
             base = statistics.median(times[0])
             cells = []
             for i, name in enumerate(names):

@@ -30,6 +30,7 @@ Three clocks, every implementation on each (columns `<impl>_s`, `<impl>_cold_s`,
 import argparse
 import csv
 import datetime
+import os
 import statistics
 import sys
 import warnings
@@ -40,6 +41,9 @@ import triton.testing
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashlab
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rounds import rotating  # noqa: E402
 
 warnings.filterwarnings("ignore", category=UserWarning)  # SDPA's notes on the backends that refuse GQA
 
@@ -120,16 +124,12 @@ def layers_rounds(fns_by_name, rounds=3):
     the median of each: so that no implementation is always the one timed right after the shape before (a full
     sweep timed batch 64 x 1k 0.89-0.92x the best SDPA backend with flashlab always first, 1.00x alone:
     bench/results/decode-h200-2026-11-29-v8-b64x1k-probe.txt). Returns name -> (seconds, how)."""
-    names = list(fns_by_name)
-    if not names:
-        return {}
-    samples = {n: [] for n in names}
+    samples = {n: [] for n in fns_by_name}
     how = {}
-    for r in range(rounds):
-        for n in names[r % len(names):] + names[:r % len(names)]:
-            t, how[n] = layers_s(fns_by_name[n])
-            samples[n].append(t)
-    return {n: (statistics.median(samples[n]), how[n]) for n in names}
+    for n in rotating(fns_by_name, rounds):
+        t, how[n] = layers_s(fns_by_name[n])
+        samples[n].append(t)
+    return {n: (statistics.median(samples[n]), how[n]) for n in samples}
 
 
 def copy_rate():
@@ -197,15 +197,10 @@ def main():
             if 2 * batch * cache_len * hk * d * 2 > args.max_cache_bytes:
                 continue
             torch.manual_seed(0)
-            q = torch.randn(batch, 1, hq, d, device="cuda", dtype=torch.bfloat16)
-            kc = torch.randn(batch, cache_len, hk, d, device="cuda", dtype=torch.bfloat16)
-            vc = torch.randn_like(kc)
+            # kf, vf: what flashlab reads (the same keys, paged through a shuffled block table where --paged)
+            q, kf, vf, table, kc, vc = caches_for(batch, cache_len, args.paged, 1, d, hq, hk)[0]
             lens = torch.full((batch,), cache_len, dtype=torch.int32, device="cuda")
-            kw = {}
-            kf, vf = kc, vc  # what flashlab reads: the same keys, paged through a shuffled block table
-            if args.paged:
-                table, kf, vf = paged_like(kc, vc, args.paged)
-                kw["block_table"] = table
+            kw = {"block_table": table} if args.paged else {}
             ours = flashlab.flash_attn_with_kvcache(q, kf, vf, cache_seqlens=lens, **kw)
             splits = flashlab.flash_attn_with_kvcache.last_num_splits
             row = {"device": dev, "date": datetime.date.today().isoformat(), "torch": torch.__version__,
