@@ -33,14 +33,16 @@
 // Tile shape: shapes.hpp's fa3_backward_shape (`flashlab shapes --algo fa3 --pass bwd`).
 //
 // Where it stands (bf16, batch x seqlen = 16k, heads x d = 2048, s = 1k-16k, forward (fa3) + backward against
-// SDPA's cuDNN backend timed in the same process): NVIDIA H200, 2026-11-29, backward v15 with forward v23
+// SDPA's cuDNN backend timed in the same process): NVIDIA H100 80GB HBM3, 2026-12-07, backward v15 with forward v23,
+// two runs (bench/results/gpu-h100-2026-12-07-fa3-v23-fwdbwd.csv, -v23-run2-fwdbwd.csv): d = 64 1.00-1.11x (causal
+// 1.03-1.11x), d = 128 0.97-1.05x (causal 0.97-1.06x), d = 256 1.08-1.14x (causal 0.99-1.09x); deterministic against
+// atomic (gpu-h100-2026-12-07-fa3-bwd-v15-deterministic.csv) d = 64 0.92-1.13x, d = 128 0.90-1.06x, d = 256
+// 0.84-1.04x (s = 1k without a mask 0.844). NVIDIA H200, 2026-11-29, backward v15 with forward v23
 // (bench/results/gpu-h200-2026-11-29-fa3-v23-fwdbwd.csv): d = 64 0.99-1.10x (causal 1.04-1.12x), d = 128
 // 0.95-1.06x (causal 0.95-1.05x; s = 1k the shortest, where the kernels' device times are 1.00-1.01x cuDNN's and
 // the loss follows do_bench's dirty L2 flush: gpu/HISTORY.md), d = 256 1.06-1.14x (causal 1.03-1.11x); the
 // deterministic backward against the atomic one (gpu-h200-2026-11-29-fa3-bwd-v15-deterministic.csv) d = 64
-// 0.97-1.08x, d = 128 0.93-1.06x, d = 256 0.86-0.94x. NVIDIA H100 80GB HBM3, 2026-11-27, v10, the last H100 lent
-// (gpu-h100-2026-11-27-fa3-v17.csv): d = 64 0.97-1.03x, d = 128 0.90-1.01x, d = 256 0.98-1.11x. H200 and H100
-// times are not comparable.
+// 0.97-1.08x, d = 128 0.93-1.06x, d = 256 0.86-0.94x. H200 and H100 times are not comparable.
 //
 // Version index: each step and what it measured (bench/gpu_compare.py --passes fwd+bwd; A/B in one process,
 // both orders where marked). Every entry in full, with its runs and the steps tried and not kept: gpu/HISTORY.md.

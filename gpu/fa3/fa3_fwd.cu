@@ -39,11 +39,15 @@
 // Tile shape: shapes.hpp's fa3_forward_shape (`flashlab shapes --algo fa3`).
 //
 // Where it stands (bf16, batch x seqlen = 16k, heads x d = 2048, s = 1k-16k, against SDPA's cuDNN backend timed in
-// the same process): NVIDIA H200, 2026-11-29, v23, two processes (bench/results/gpu-h200-2026-11-29-fa3-v23.csv,
-// -v23-fwdbwd.csv): d = 64 0.94-1.16x (causal 0.93-1.15x), d = 128 0.96-1.04x (causal 0.98-1.07x), d = 256
-// 1.04-1.13x (causal 0.96-1.12x); 1.62-1.81x our fa2 at d = 128, s >= 4k. NVIDIA H100 80GB HBM3, 2026-11-27,
-// v17, the last H100 lent (gpu-h100-2026-11-27-fa3-v17.csv): d = 64 0.89-1.14x (causal 0.77-1.11x), d = 128
-// 0.86-0.97x (causal 0.86-0.99x), d = 256 0.90-1.04x (causal 0.84-0.97x). H200 and H100 times are not comparable.
+// the same process): NVIDIA H100 80GB HBM3, 2026-12-07, v23, two runs (bench/results/gpu-h100-2026-12-07-fa3-v23-
+// fwdbwd.csv, -v23-run2-fwd.csv): d = 64 0.92-1.20x (causal 0.92-1.14x), d = 128 0.96-1.05x (causal 0.95-1.06x),
+// d = 256 1.01-1.12x (causal 0.94-1.06x); 1.65-1.85x our fa2 at d = 128, s >= 4k. NVIDIA H200, 2026-11-29, v23, two
+// processes (gpu-h200-2026-11-29-fa3-v23.csv, -v23-fwdbwd.csv): d = 64 0.94-1.16x (causal 0.93-1.15x), d = 128
+// 0.96-1.04x (causal 0.98-1.07x), d = 256 1.04-1.13x (causal 0.96-1.12x). H200 and H100 times are not comparable.
+// What binds the H100's short cells but d = 64 s = 1k (power-clocks-h100-2026-12-07-fa3-v23.csv, ncu-h100-2026-12-07-*):
+// the 700 W cap; ours runs 5-11% lower SM clocks than cuDNN's (d = 256 s = 16k causal 1530 against 1710 MHz) in
+// fewer cycles (there 2.56 M against 2.87 M under ncu), 1.00-1.08x in a loop without an L2 flush, 0.94-0.97x in
+// do_bench's sweep.
 // What binds d = 64 at s = 1k (per-tile timeline and power probe, H200, 2026-11-29; gpu/HISTORY.md): a round of
 // the three warpgroups' blocks needs 1536 cycles of tensor cores and 1536 of exponentials and takes about their
 // sum (2921 cycles); a tile spends 1.6 blocks' worth beyond its loop, and the ragged first tile two thirds of a
