@@ -160,3 +160,37 @@ TEST_CASE("decode estimate --impl flashlab against every measured row: bytes wit
   CHECK(large == 8);
   CHECK(time_ok == large);
 }
+
+// The same model on another GPU (simulator/validation/flashlab-decode-h100-2026-12-07-v10-layers.csv: an NVIDIA
+// H100, the kernel's v10, decode_compare.py's layers clock). None of the model's figures came from an H100 row:
+// its kernel rates are the H200 probes' above, the H100's own from the h100-sxm preset. The splits must be the
+// kernel's (the same gpu/shapes.hpp rule on the preset's SMs and HBM); the time bounds were read off the rows
+// (from 256 MB -0.3% to +3.6%; below, -15.1% to -6.3%: the start and the end the H200 rows also miss).
+TEST_CASE("decode estimate --impl flashlab on the H100's rows: the kernel's splits, time within 5% from 256 MB") {
+  const auto rows = testing::read_csv(std::string(FLASHLAB_SOURCE_DIR) +
+                                      "/simulator/validation/flashlab-decode-h100-2026-12-07-v10-layers.csv");
+  REQUIRE(rows.size() == 26);
+  const sim::GpuSpec h100 = sim::load_gpu("h100-sxm");
+  int contiguous = 0, large = 0, large_ok = 0, small_ok = 0;
+  for (const auto& r : rows) {
+    if (r.num("page_size") != 0) continue;  // the model reads a paged cache's blocks as a contiguous one's
+    ++contiguous;
+    DecodeProblem d = llama_decode(int64_t(r.num("batch")), int64_t(r.num("cache_len")));
+    const sim::DecodeEstimate e = sim::estimate_decode(d, h100, sim::Impl::flashlab);
+    const double err = e.time_s / r.num("layers_s") - 1;
+    MESSAGE("H100 decode b" << r.f.at("batch") << " L" << r.f.at("cache_len") << ": splits " << e.num_splits
+                            << " (kernel " << r.f.at("splits") << "), " << e.time_s * 1e6 << " us against "
+                            << r.num("layers_s") * 1e6 << " (" << err * 100 << "%)");
+    CHECK(e.num_splits == int64_t(r.num("splits")));
+    if (e.cache_bytes >= 256e6) {
+      ++large;
+      large_ok += std::abs(err) <= 0.05;
+    } else {
+      small_ok += err >= -0.20 && err <= 0.03;
+    }
+  }
+  CHECK(contiguous == 13);
+  CHECK(large == 9);
+  CHECK(large_ok == large);
+  CHECK(small_ok == contiguous - large);
+}
