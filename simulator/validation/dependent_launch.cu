@@ -17,6 +17,13 @@
 //           (griddepcontrol.wait) and storing one word
 //   modes   alone: the first kernel back to back; plain: first then second, stream order; pdl: the second
 //           a programmatic dependent launch (cudaLaunchAttributeProgrammaticStreamSerialization)
+//   smem    rows with first_smem_bytes > 0 give each first CTA that much dynamic shared memory, as the decode
+//           split kernel holds (100 KiB at d <= 128: two CTAs an SM), and time plain and pdl twice: with the
+//           second kernel's carveout left to the driver (plain_s, pdl_s: the decode kernel's launch today)
+//           and with it asking for the most shared memory (plain_max_s, pdl_max_s). The question: if the
+//           driver gives the small second kernel a smaller split of L1 and shared memory than the first's,
+//           and an SM can change its split only when idle, each change between the two waits for the SM to
+//           drain (and the second's CTAs cannot sit beside the first's); the _max rows say whether it costs.
 // Each mode runs `pairs` calls back to back (launch gaps count, as a model's layers pay them), best of 5
 // after a warm-up; a call's cost is the total over the pairs. The second kernel's in-call cost is a
 // mode's time a call minus alone's. Clocks not locked.
@@ -36,13 +43,16 @@ __device__ __forceinline__ uint64_t global_ns() {
 }
 
 __global__ void __launch_bounds__(96) first_kernel(uint64_t spin_ns, int* sink) {
+  extern __shared__ int held[];  // first_smem_bytes a CTA (the launch's): only held, as the split kernel's stages
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   const uint64_t t0 = global_ns();
   while (global_ns() - t0 < spin_ns) {
   }
-  if (threadIdx.x == 0) sink[blockIdx.x] = int(t0 & 1);  // a result the second kernel would read
+  if (threadIdx.x == 0) held[0] = int(t0 & 1);
+  __syncwarp();
+  if (threadIdx.x == 0) sink[blockIdx.x] = held[0];  // a result the second kernel would read
 }
 
 __global__ void __launch_bounds__(256) second_kernel(int* out) {
@@ -84,40 +94,51 @@ int main() {
   std::printf("{\n  \"device\": \"%s\",\n  \"sm_count\": %d,\n  \"cuda_driver\": %d,\n  \"cuda_runtime\": %d,\n",
               prop.name, sms, driver, runtime);
   std::printf("  \"pairs\": %d,\n  \"rows\": [\n", kPairs);
-  struct Shape { int ctas, dep_ctas; uint64_t spin_ns; };
-  const std::vector<Shape> shapes = {{sms * 112 / 132, 32, 10000},  {sms * 112 / 132, 256, 10000},
-                                     {sms * 2, 256, 10000},         {sms * 112 / 132, 32, 20000},
-                                     {sms * 112 / 132, 4096, 10000}};
-  bool first_row = true;
-  for (const Shape& s : shapes) {
-    const double alone = time_best([&] {
-      for (int i = 0; i < kPairs; ++i) first_kernel<<<s.ctas, 96>>>(s.spin_ns, sink);
-    }) / kPairs;
-    const double plain = time_best([&] {
+  constexpr int kMostSmem = 100 * 1024;  // the decode split kernel's at d <= 128 (gpu/shapes.hpp decode_split_shape)
+  CHECK(cudaFuncSetAttribute(first_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMostSmem));
+  struct Shape { int ctas, dep_ctas; uint64_t spin_ns; int smem; };
+  const std::vector<Shape> shapes = {{sms * 112 / 132, 32, 10000, 0},     {sms * 112 / 132, 256, 10000, 0},
+                                     {sms * 2, 256, 10000, 0},            {sms * 112 / 132, 32, 20000, 0},
+                                     {sms * 112 / 132, 4096, 10000, 0},   {sms * 80 / 132, 32, 10000, kMostSmem},
+                                     {sms * 112 / 132, 32, 10000, kMostSmem}, {sms * 2, 256, 10000, kMostSmem}};
+  // A call's time over kPairs calls: the first kernel, and (second_ctas > 0) the second after it.
+  const auto calls = [&](const Shape& s, int second_ctas, bool pdl) {
+    return time_best([&] {
       for (int i = 0; i < kPairs; ++i) {
-        first_kernel<<<s.ctas, 96>>>(s.spin_ns, sink);
-        second(s.dep_ctas, false);
+        first_kernel<<<s.ctas, 96, s.smem>>>(s.spin_ns, sink);
+        if (second_ctas > 0) second(second_ctas, pdl);
       }
     }) / kPairs;
-    double pdl = -1;
-    if (major >= 9)
-      pdl = time_best([&] {
-        for (int i = 0; i < kPairs; ++i) {
-          first_kernel<<<s.ctas, 96>>>(s.spin_ns, sink);
-          second(s.dep_ctas, true);
-        }
-      }) / kPairs;
-    std::printf("%s    {\"ctas\": %d, \"dep_ctas\": %d, \"spin_s\": %.4e, \"alone_s\": %.4e, \"plain_s\": %.4e, "
-                "\"pdl_s\": %.4e, \"plain_cost_s\": %.4e, \"pdl_cost_s\": %.4e}",
-                first_row ? "" : ",\n", s.ctas, s.dep_ctas, s.spin_ns * 1e-9, alone, plain, pdl, plain - alone,
-                pdl < 0 ? -1.0 : pdl - alone);
+  };
+  const auto carveout = [&](int percent) {
+    CHECK(cudaFuncSetAttribute(second_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent));
+  };
+  bool first_row = true;
+  for (const Shape& s : shapes) {
+    carveout(int(cudaSharedmemCarveoutDefault));
+    const double alone = calls(s, 0, false), plain = calls(s, s.dep_ctas, false);
+    const double pdl = major >= 9 ? calls(s, s.dep_ctas, true) : -1;
+    double plain_max = -1, pdl_max = -1;
+    if (s.smem > 0) {
+      carveout(int(cudaSharedmemCarveoutMaxShared));
+      plain_max = calls(s, s.dep_ctas, false);
+      pdl_max = major >= 9 ? calls(s, s.dep_ctas, true) : -1;
+    }
+    const auto cost = [&](double t) { return t < 0 ? -1.0 : t - alone; };
+    std::printf("%s    {\"ctas\": %d, \"dep_ctas\": %d, \"spin_s\": %.4e, \"first_smem_bytes\": %d, "
+                "\"alone_s\": %.4e, \"plain_s\": %.4e, \"pdl_s\": %.4e, \"plain_max_s\": %.4e, "
+                "\"pdl_max_s\": %.4e, \"plain_cost_s\": %.4e, \"pdl_cost_s\": %.4e, \"plain_max_cost_s\": %.4e, "
+                "\"pdl_max_cost_s\": %.4e}",
+                first_row ? "" : ",\n", s.ctas, s.dep_ctas, s.spin_ns * 1e-9, s.smem, alone, plain, pdl, plain_max,
+                pdl_max, cost(plain), cost(pdl), cost(plain_max), cost(pdl_max));
     first_row = false;
   }
-  std::printf("\n  ],\n  \"method\": \"a call: first kernel (ctas x 96 threads spinning spin_s on the global timer; on "
-              "sm_90 triggering its dependents at its start) then second (dep_ctas x 256 threads: "
-              "griddepcontrol.wait, one store), %d calls back to back, best of 5 after a warm-up; "
-              "alone: the first kernel only; plain: stream order; pdl: the second a programmatic dependent "
-              "launch; cost = a call's time minus alone's; clocks not locked\"\n}\n", kPairs);
+  std::printf("\n  ],\n  \"method\": \"a call: first kernel (ctas x 96 threads spinning spin_s on the global timer, "
+              "holding first_smem_bytes of shared memory a CTA; on sm_90 triggering its dependents at its start) then "
+              "second (dep_ctas x 256 threads: griddepcontrol.wait, one store), %d calls back to back, best of 5 after "
+              "a warm-up; alone: the first kernel only; plain: stream order; pdl: the second a programmatic dependent "
+              "launch; _max: the second asking for the most shared memory (carveout); -1: not timed; cost = a call's "
+              "time minus alone's; clocks not locked\"\n}\n", kPairs);
   CHECK(cudaFree(sink));
   CHECK(cudaFree(out));
   return 0;
