@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "decode_check.hpp"
 #include "flashlab/error.hpp"
@@ -69,15 +71,18 @@ DecodeProblem DecodeFlags::problem(const ProblemFlags& shared, bool zero_splits_
     if (n == 1 && d.batch > 1) d.cache_seqlens.assign(static_cast<size_t>(d.batch), d.cache_seqlens[0]);
   }
   const int64_t longest = d.cache_seqlens.empty() ? 0 : *std::max_element(d.cache_seqlens.begin(), d.cache_seqlens.end());
-  const int64_t rows = cache_len > 0 ? cache_len : (d.cache_seqlens.empty() ? 1024 : longest + append);
+  if (cache_len && *cache_len <= 0) throw Error("--cache-len must be positive, got " + std::to_string(*cache_len));
+  const int64_t rows = cache_len ? *cache_len : (d.cache_seqlens.empty() ? 1024 : longest + append);
   if (d.cache_seqlens.empty()) d.cache_seqlens.assign(static_cast<size_t>(d.batch), std::max<int64_t>(0, rows - append));
   if (page_size > 0) {
     d.page_size = page_size;
-    d.max_pages = max_pages > 0 ? max_pages : (rows + page_size - 1) / page_size;
-    d.num_pages = num_pages > 0 ? num_pages : d.batch * d.max_pages;
+    for (const auto& [flag, given] : {std::pair{"--max-pages", max_pages}, std::pair{"--num-pages", num_pages}})
+      if (given && *given <= 0) throw Error(std::string(flag) + " must be positive, got " + std::to_string(*given));
+    d.max_pages = max_pages.value_or((rows + page_size - 1) / page_size);
+    d.num_pages = num_pages.value_or(d.batch * d.max_pages);
     d.block_table = harness::shuffled_block_table(d.batch, d.max_pages, shared.seed);
   } else {
-    if (max_pages != 0 || num_pages != 0) throw Error("--max-pages and --num-pages need --page-size (a paged cache)");
+    if (max_pages || num_pages) throw Error("--max-pages and --num-pages need --page-size (a paged cache)");
     d.page_size = page_size;  // a negative one is refused by validate()
     d.cache_len = rows;
   }

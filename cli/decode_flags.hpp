@@ -3,6 +3,7 @@
 // conversion to a validated DecodeProblem.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 
 #include "flashlab/decode_problem.hpp"
@@ -13,11 +14,11 @@ namespace flashlab::cli {
 struct DecodeFlags {
   bool decode = false;
   int64_t q_len = 1;
-  int64_t cache_len = 0;           // 0: the largest cache_seqlens plus the append
-  std::string cache_seqlens;       // "5,900,17"; one per batch entry (sets --batch when that is left at 1)
-  int64_t page_size = 0;           // 0: contiguous
-  int64_t max_pages = 0;           // 0: ceil(cache_len / page_size)
-  int64_t num_pages = 0;           // 0: batch * max_pages
+  std::optional<int64_t> cache_len;  // unset: the largest cache_seqlens plus the append
+  std::string cache_seqlens;         // "5,900,17"; one per batch entry (sets --batch when that is left at 1)
+  int64_t page_size = 0;             // 0: contiguous
+  std::optional<int64_t> max_pages;  // unset: ceil(cache_len / page_size)
+  std::optional<int64_t> num_pages;  // unset: batch * max_pages
   int64_t num_splits = 4;
   std::string rotary = "none";
   int64_t rotary_dim = 0;

@@ -2,6 +2,7 @@
 
 #include "commands.hpp"
 
+#include <string>
 #include <tuple>
 
 #include "flashlab/error.hpp"
@@ -48,10 +49,12 @@ Problem ProblemFlags::problem() const {
   ProblemSpec spec;
   spec.batch = batch;
   spec.heads = heads;
-  spec.kv_heads = kv_heads;
-  const int64_t s = seqlen != 0 ? seqlen : default_seqlen;
-  spec.seqlen_q = seqlen_q != 0 ? seqlen_q : s;
-  spec.seqlen_k = seqlen_k != 0 ? seqlen_k : s;
+  // The spec reads kv_heads 0 as "same as heads"; a 0 given on the command line is a mistake, not that.
+  if (kv_heads && *kv_heads <= 0) throw Error("invalid problem: kv-heads must be positive, got " + std::to_string(*kv_heads));
+  spec.kv_heads = kv_heads.value_or(0);
+  const int64_t s = seqlen.value_or(default_seqlen);
+  spec.seqlen_q = seqlen_q.value_or(s);
+  spec.seqlen_k = seqlen_k.value_or(s);
   spec.hdim = hdim;
   spec.causal = causal;
   if (!window.empty()) std::tie(spec.window_left, spec.window_right) = parse_window(window);

@@ -2,6 +2,7 @@
 // and their conversion to a validated Problem.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 
 #include "flashlab/pass.hpp"
@@ -11,8 +12,11 @@
 namespace flashlab::cli {
 
 struct ProblemFlags {
-  int64_t batch = 1, heads = 1, kv_heads = 0;  // kv_heads 0: same as heads
-  int64_t seqlen = 0, seqlen_q = 0, seqlen_k = 0;
+  int64_t batch = 1, heads = 1;
+  // Unset: the defaults (kv_heads: heads; the lengths: default_seqlen). A value given is the user's, 0 included,
+  // and validated as such.
+  std::optional<int64_t> kv_heads;
+  std::optional<int64_t> seqlen, seqlen_q, seqlen_k;
   int64_t hdim = 64;
   bool causal = false;
   std::string window;  // "L,R"

@@ -79,6 +79,11 @@ constexpr TileShape unsupported(const char* kernel, const char* why) {
 }
 }  // namespace shapes_detail
 
+// The most splits of the keys a split-KV call takes: flash-attn 2's limit (flash_api.cpp refuses more than 128),
+// which flashlab's decode kernel keeps (gpu/decode/decode.cu decode_unsupported) and the simulator's decode
+// estimates check.
+constexpr int kDecodeMaxSplits = 128;
+
 // flash-decoding's split count as flash-attn 2 chooses num_splits (flash_api.cpp, num_splits_heuristic):
 // no split when the CTAs without one already fill 80% of the slots; otherwise, over the eligible split
 // counts 1 .. min(max_splits, slots, n_blocks) (a count is eligible when it changes the blocks per
@@ -87,7 +92,7 @@ constexpr TileShape unsupported(const char* kernel, const char* why) {
 // flash-attn's kernel, calls it; flashlab's decode kernel splits by bandwidth instead
 // (gpu/shapes.hpp decode_split_count, gpu/decode/decode.cu decode_num_splits say why).
 inline int64_t split_kv_heuristic(int64_t ctas_without_split, int64_t slots, int64_t n_blocks,
-                                  int64_t max_splits = 128) {
+                                  int64_t max_splits = kDecodeMaxSplits) {
   constexpr double kNoSplitFill = 0.8, kEfficiencyWithin = 0.85;
   if (ctas_without_split >= kNoSplitFill * double(slots)) return 1;
   if (slots < max_splits) max_splits = slots;
@@ -121,7 +126,7 @@ inline int decode_split_count(int64_t ctas, int64_t slots, int64_t blocks, doubl
   const int64_t one_wave = slots / ctas;
   if (s > one_wave) s = one_wave;
   if (s > blocks) s = blocks;
-  if (s > 128) s = 128;
+  if (s > kDecodeMaxSplits) s = kDecodeMaxSplits;
   return s < 1 ? 1 : int(s);
 }
 // A split CTA's stream (gpu/decode/decode.cu v8, d = 128: three warps, each with one 32-key block of K and

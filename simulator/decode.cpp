@@ -282,6 +282,10 @@ DecodeEstimate estimate_upstream(DecodeProblem d, const GpuSpec& g) {
 }  // namespace
 
 DecodeEstimate estimate_decode(DecodeProblem d, const GpuSpec& g, Impl impl) {
+  // Both kernels refuse more splits than this (flash-attn 2's flash_api.cpp, gpu/decode/decode.cu).
+  if (d.num_splits > gpu::kDecodeMaxSplits)
+    throw Error("estimate --decode: num_splits " + std::to_string(d.num_splits) + ": the split-KV kernels take at most " +
+                std::to_string(gpu::kDecodeMaxSplits) + " (0: the kernel's own choice)");
   switch (impl) {
     case Impl::upstream: return estimate_upstream(std::move(d), g);
     case Impl::flashlab: return estimate_flashlab(std::move(d), g);

@@ -198,6 +198,16 @@ refused "decode: cache_seqlens beyond the cache" "cache_seqlens\[0\] = 900 keys 
   check --decode --cache-len 512 --cache-seqlens 900
 refused "decode: a block table too short" "the block table is too short" -- check --decode --page-size 256 --cache-seqlens 900 --max-pages 2
 refused "decode: rotary without appended keys" "needs new_len > 0" -- check --decode --rotary half
+# A length or count given as 0 is the user's, refused as such, never read as "unset" and replaced by a default.
+refused "a zero sequence length is refused, not defaulted" "seqlen_q must be positive, got 0" -- check --seqlen 0
+refused "a zero key length is refused, not defaulted" "seqlen_k must be positive, got 0" -- check --seqlen-q 5 --seqlen-k 0
+refused "zero kv heads are refused, not read as MHA" "kv-heads must be positive, got 0" -- check --heads 4 --kv-heads 0
+refused "decode: a negative cache length is refused, not defaulted" "--cache-len must be positive, got -1" -- \
+  estimate --decode --cache-len -1
+refused "decode: zero block table columns are refused, not defaulted" "--max-pages must be positive, got 0" -- \
+  check --decode --page-size 16 --max-pages 0
+refused "estimate --decode: more splits than the kernels take" "num_splits 129: the split-KV kernels take at most 128" -- \
+  estimate --decode --impl flashlab --num-splits 129
 refused "decode: an unknown rotary layout" "unknown rotary layout 'diag'" -- check --decode --rotary diag --append 1
 refused "decode: one seqlen list for a different batch" "cache_seqlens has 2 entries; expected one per batch entry \(3\)" -- \
   check --decode --cache-seqlens 1,2 --batch 3

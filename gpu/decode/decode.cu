@@ -478,7 +478,6 @@ __global__ void __launch_bounds__(32 * split_warps<D>()) split_kernel(const Deco
 // (v1: a warp a row, a chain of dependent reads, 48 us at 32 splits under ncu; v2: a warp a row, four
 // splits at a time, 17 us; v3: a thread a column, the weights first from three passes over the LSEs,
 // then the columns eight splits at a time, 15.9 us at batch 1 x 8k, 32 splits, against cuDNN's 5.2 us.)
-constexpr int kMaxSplits = 128;
 constexpr int kCombineThreads = kDecodeCombineThreads;  // shapes.hpp: the simulator counts its steps by them
 constexpr int kCombineAtOnce = kDecodeCombineSplitsAtOnce;
 
@@ -665,7 +664,8 @@ const char* decode_unsupported(const DecodeParams& p) {
   if (fa2_padded_head_dim(p.head_dim) == 0 || p.head_dim % 8 != 0)
     return "head_dim (the decode kernel takes multiples of 8 up to 256)";
   if (p.heads_kv <= 0 || p.heads_q % p.heads_kv != 0) return "heads_q must be a multiple of heads_kv";
-  if (p.num_splits < 1 || p.num_splits > kMaxSplits) return "num_splits must be 1 .. 128";
+  static_assert(kDecodeMaxSplits == 128, "the message below says 128");
+  if (p.num_splits < 1 || p.num_splits > kDecodeMaxSplits) return "num_splits must be 1 .. 128";
   if (p.rotary && (p.rotary_dim <= 0 || p.rotary_dim % 2 != 0 || p.rotary_dim > p.head_dim || !p.cos || !p.sin))
     return "rotary needs cos, sin and an even rotary_dim <= head_dim";
   const int smem_per_block = device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
