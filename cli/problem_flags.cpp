@@ -50,7 +50,8 @@ Problem ProblemFlags::problem() const {
   spec.batch = batch;
   spec.heads = heads;
   // The spec reads kv_heads 0 as "same as heads"; a 0 given on the command line is a mistake, not that.
-  if (kv_heads && *kv_heads <= 0) throw Error("invalid problem: kv-heads must be positive, got " + std::to_string(*kv_heads));
+  if (kv_heads && *kv_heads <= 0)
+    throw Error("invalid problem: kv-heads must be positive, got " + std::to_string(*kv_heads));
   spec.kv_heads = kv_heads.value_or(0);
   const int64_t s = seqlen.value_or(default_seqlen);
   spec.seqlen_q = seqlen_q.value_or(s);

@@ -44,70 +44,80 @@ constexpr int kABytes = 64 * kD * 2;     // a warpgroup's A (64 rows x 256) in f
 constexpr int kBBlockRows = 256;         // B's rows a block has room for (the widest N)
 
 // Shared memory: each warpgroup's A, then B (N rows x 256, four blocks of kBBlockRows x 128 bytes).
-__host__ __device__ constexpr int smem_bytes(int warpgroups) { return warpgroups * kABytes + 4 * kBBlockRows * 128 + 1024; }
-
-template <int N, int kWarpgroups>
-__global__ void __launch_bounds__(128 * kWarpgroups, 1) ss_kernel(int groups, long long* cycles, float* sink) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ unsigned char raw[];
-  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
-  for (int i = threadIdx.x; i < smem_bytes(kWarpgroups) / 16 - 64; i += blockDim.x)
-    reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
-  fence_async_shared();
-  __syncthreads();
-  const int wg = threadIdx.x / 128;
-  const uint32_t a = smem_u32(smem + wg * kABytes), b = smem_u32(smem + kWarpgroups * kABytes);
-  float acc[N / 8][4] = {};
-  const long long t0 = clock64();
-  for (int g = 0; g < groups; ++g) {
-    wgmma_fence();
-    mma_over_head_dim<N, kD, T>(acc, a, 64 * 128, b, kBBlockRows * 128);
-    wgmma_commit();
-    wgmma_wait<1>();
-  }
-  wgmma_wait<0>();
-  fence_regs(acc);
-  const long long t1 = clock64();
-  if (threadIdx.x % 128 == 0) cycles[blockIdx.x * kWarpgroups + wg] = t1 - t0;
-  float s = 0.f;
-#pragma unroll
-  for (int j = 0; j < N / 8; ++j) s += acc[j][0] + acc[j][3];
-  if (s != 0.f) sink[0] = s;  // never: the operands are zeros
-#endif
+__host__ __device__ constexpr int smem_bytes(int warpgroups) {
+  return warpgroups * kABytes + 4 * kBBlockRows * 128 + 1024;
 }
 
-template <int kKSteps, int kWarpgroups>
-__global__ void __launch_bounds__(128 * kWarpgroups, 1) rs_kernel(int groups, long long* cycles, float* sink) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ unsigned char raw[];
+// The CTA's operands in shared memory, 1024-byte aligned (the 128-byte swizzle's atom), zeroed and made
+// visible to the wgmmas (the async proxy).
+template <int kWarpgroups>
+__device__ unsigned char* zeroed_operands(unsigned char* raw) {
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
   for (int i = threadIdx.x; i < smem_bytes(kWarpgroups) / 16 - 64; i += blockDim.x)
     reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
   fence_async_shared();
   __syncthreads();
-  const int wg = threadIdx.x / 128;
-  // B = V's block, N-major: k-step kk reads 16 rows (keys) of 256 columns, four 64-column swizzled blocks.
-  const uint64_t b0 = sw128_desc(smem_u32(smem + kWarpgroups * kABytes), kBBlockRows * 128, 1024);
-  uint32_t pa[kKSteps][4];
+  return smem;
+}
+
+// A warpgroup's cycles (its leader's), and its accumulators kept alive: a sum stored only if not zero
+// (never: the operands are zeros).
+template <int kWarpgroups, int kCols>
+__device__ void report(long long spent, float (&acc)[kCols][4], long long* cycles, float* sink) {
+  if (threadIdx.x % 128 == 0) cycles[blockIdx.x * kWarpgroups + threadIdx.x / 128] = spent;
+  float s = 0.f;
 #pragma unroll
-  for (int kk = 0; kk < kKSteps; ++kk) pa[kk][0] = pa[kk][1] = pa[kk][2] = pa[kk][3] = uint32_t(threadIdx.x >> 30);
-  float acc[kD / 8][4] = {};
+  for (int j = 0; j < kCols; ++j) s += acc[j][0] + acc[j][3];
+  if (s != 0.f) sink[0] = s;
+}
+
+// S's group: acc[64 x N] += A B^T over the head dim, this warpgroup's A and the shared B, both K-major.
+template <int N>
+struct SsGroup {
+  static constexpr int kCols = N / 8;
+  uint32_t a, b;
+  __device__ SsGroup(unsigned char* smem, int warpgroups)
+      : a(smem_u32(smem + (threadIdx.x / 128) * kABytes)), b(smem_u32(smem + warpgroups * kABytes)) {}
+  __device__ void issue(float (&acc)[kCols][4]) const {
+    mma_over_head_dim<N, kD, T>(acc, a, 64 * 128, b, kBBlockRows * 128);
+  }
+};
+
+// P V's group: acc[64 x 256] += P (registers, kKSteps fragments of 16 keys) V, V N-major: k-step kk reads 16
+// rows (keys) of 256 columns in four 64-column swizzled blocks.
+template <int kKSteps>
+struct RsGroup {
+  static constexpr int kCols = kD / 8;
+  uint64_t b0;
+  uint32_t pa[kKSteps][4];
+  __device__ RsGroup(unsigned char* smem, int warpgroups)
+      : b0(sw128_desc(smem_u32(smem + warpgroups * kABytes), kBBlockRows * 128, 1024)) {
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) pa[kk][0] = pa[kk][1] = pa[kk][2] = pa[kk][3] = uint32_t(threadIdx.x >> 30);
+  }
+  __device__ void issue(float (&acc)[kCols][4]) const {
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) mma_rs_bt<kD, T>(acc, pa[kk], desc_plus(b0, kk * 16 * 128), 1);
+  }
+};
+
+// Each warpgroup issues `groups` groups back to back, one queued behind the one running.
+template <class Group, int kWarpgroups>
+__global__ void __launch_bounds__(128 * kWarpgroups, 1) rate_kernel(int groups, long long* cycles, float* sink) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char raw[];
+  const Group group(zeroed_operands<kWarpgroups>(raw), kWarpgroups);
+  float acc[Group::kCols][4] = {};
   const long long t0 = clock64();
   for (int g = 0; g < groups; ++g) {
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) mma_rs_bt<kD, T>(acc, pa[kk], desc_plus(b0, (kk % 8) * 16 * 128), 1);
+    group.issue(acc);
     wgmma_commit();
     wgmma_wait<1>();
   }
   wgmma_wait<0>();
   fence_regs(acc);
-  const long long t1 = clock64();
-  if (threadIdx.x % 128 == 0) cycles[blockIdx.x * kWarpgroups + wg] = t1 - t0;
-  float s = 0.f;
-#pragma unroll
-  for (int j = 0; j < kD / 8; ++j) s += acc[j][0] + acc[j][3];
-  if (s != 0.f) sink[0] = s;
+  report<kWarpgroups>(clock64() - t0, acc, cycles, sink);
 #endif
 }
 
@@ -129,12 +139,12 @@ int main() {
     return 2;
   }
   const std::vector<Row> rows = {
-      {"ss", 64, 16, 1, ss_kernel<64, 1>},   {"ss", 80, 16, 1, ss_kernel<80, 1>},
-      {"ss", 128, 16, 1, ss_kernel<128, 1>}, {"ss", 256, 16, 1, ss_kernel<256, 1>},
-      {"ss", 64, 16, 2, ss_kernel<64, 2>},   {"ss", 80, 16, 2, ss_kernel<80, 2>},
-      {"ss", 128, 16, 2, ss_kernel<128, 2>}, {"ss", 256, 16, 2, ss_kernel<256, 2>},
-      {"rs", 256, 4, 1, rs_kernel<4, 1>},    {"rs", 256, 5, 1, rs_kernel<5, 1>},
-      {"rs", 256, 4, 2, rs_kernel<4, 2>},    {"rs", 256, 5, 2, rs_kernel<5, 2>}};
+      {"ss", 64, 16, 1, rate_kernel<SsGroup<64>, 1>},   {"ss", 80, 16, 1, rate_kernel<SsGroup<80>, 1>},
+      {"ss", 128, 16, 1, rate_kernel<SsGroup<128>, 1>}, {"ss", 256, 16, 1, rate_kernel<SsGroup<256>, 1>},
+      {"ss", 64, 16, 2, rate_kernel<SsGroup<64>, 2>},   {"ss", 80, 16, 2, rate_kernel<SsGroup<80>, 2>},
+      {"ss", 128, 16, 2, rate_kernel<SsGroup<128>, 2>}, {"ss", 256, 16, 2, rate_kernel<SsGroup<256>, 2>},
+      {"rs", 256, 4, 1, rate_kernel<RsGroup<4>, 1>},    {"rs", 256, 5, 1, rate_kernel<RsGroup<5>, 1>},
+      {"rs", 256, 4, 2, rate_kernel<RsGroup<4>, 2>},    {"rs", 256, 5, 2, rate_kernel<RsGroup<5>, 2>}};
   long long* cycles = nullptr;
   float* sink = nullptr;
   CHECK(cudaMalloc(&cycles, size_t(sms) * 2 * sizeof(long long)));
