@@ -176,6 +176,11 @@ TEST_CASE("decode estimate --impl flashlab on the H100's rows: the kernel's spli
     if (r.num("page_size") != 0) continue;  // the model reads a paged cache's blocks as a contiguous one's
     ++contiguous;
     DecodeProblem d = llama_decode(int64_t(r.num("batch")), int64_t(r.num("cache_len")));
+    d.heads_q = int64_t(r.num("heads_q"));  // the row's shape, as the H200 rows' test reads it
+    d.heads_kv = int64_t(r.num("heads_kv"));
+    d.head_dim = int64_t(r.num("hdim"));
+    d.q_len = int64_t(r.num("q_len"));
+    REQUIRE(r.f.at("dtype") == "bf16");
     const sim::DecodeEstimate e = sim::estimate_decode(d, h100, sim::Impl::flashlab);
     const double err = e.time_s / r.num("layers_s") - 1;
     MESSAGE("H100 decode b" << r.f.at("batch") << " L" << r.f.at("cache_len") << ": splits " << e.num_splits
