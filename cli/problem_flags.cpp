@@ -2,7 +2,6 @@
 
 #include "commands.hpp"
 
-#include <string>
 #include <tuple>
 
 #include "flashlab/error.hpp"
@@ -49,10 +48,7 @@ Problem ProblemFlags::problem() const {
   ProblemSpec spec;
   spec.batch = batch;
   spec.heads = heads;
-  // The spec reads kv_heads 0 as "same as heads"; a 0 given on the command line is a mistake, not that.
-  if (kv_heads && *kv_heads <= 0)
-    throw Error("invalid problem: kv-heads must be positive, got " + std::to_string(*kv_heads));
-  spec.kv_heads = kv_heads.value_or(0);
+  spec.kv_heads = kv_heads;
   const int64_t s = seqlen.value_or(default_seqlen);
   spec.seqlen_q = seqlen_q.value_or(s);
   spec.seqlen_k = seqlen_k.value_or(s);

@@ -42,11 +42,12 @@ std::vector<int64_t> parse_int_list(const std::string& text, const char* flag) {
 }
 
 Problem ProblemSpec::build() const {
-  if (kv_heads < 0) throw Error("invalid problem: kv-heads must be positive, got " + std::to_string(kv_heads));
+  if (kv_heads && *kv_heads <= 0)
+    throw Error("invalid problem: kv-heads must be positive, got " + std::to_string(*kv_heads));
   Problem p;
   p.batch = batch;
   p.heads_q = heads;
-  p.heads_kv = kv_heads > 0 ? kv_heads : heads;
+  p.heads_kv = kv_heads.value_or(heads);
   p.seqlen_q = seqlen_q;
   p.seqlen_k = seqlen_k;
   p.head_dim = hdim;

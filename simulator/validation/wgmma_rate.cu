@@ -128,14 +128,13 @@ struct Row {
 };
 
 int main() {
-  int dev = 0, major = 0, sms = 0;
+  int dev = 0;
   CHECK(cudaGetDevice(&dev));
-  CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, dev));
-  if (major != 9) {
-    std::fprintf(stderr, "wgmma_rate: %s is sm_%d%d; wgmma needs sm_90\n", prop.name, major, prop.minor);
+  const int sms = prop.multiProcessorCount;
+  if (prop.major != 9) {
+    std::fprintf(stderr, "wgmma_rate: %s is sm_%d%d; wgmma needs sm_90\n", prop.name, prop.major, prop.minor);
     return 2;
   }
   const std::vector<Row> rows = {

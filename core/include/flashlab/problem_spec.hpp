@@ -3,6 +3,7 @@
 // defaulting to the query heads, the window written "L,R", the dtype by name).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,7 +13,8 @@
 namespace flashlab {
 
 struct ProblemSpec {
-  int64_t batch = 1, heads = 1, kv_heads = 0;  // kv_heads 0: same as heads
+  int64_t batch = 1, heads = 1;
+  std::optional<int64_t> kv_heads;  // unset: the same as heads
   int64_t seqlen_q = 256, seqlen_k = 256;
   int64_t hdim = 64;
   bool causal = false;
