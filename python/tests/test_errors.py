@@ -102,6 +102,8 @@ def test_estimate_and_walk_errors():
         list(flashlab.walk(64, br=0))
     with pytest.raises(flashlab.FlashlabError, match=r"invalid problem: .*head"):
         flashlab.estimate(seqlen=1024, heads=6, kv_heads=4)
+    with pytest.raises(flashlab.FlashlabError, match=r"seqlen_k must be positive, got 0"):
+        flashlab.estimate(seqlen=1024, seqlen_k=0)  # a 0 given is the caller's, not "use seqlen"
 
 
 # ---- the library's own checks, through the raw entry points (what a C caller or another binding sees)
